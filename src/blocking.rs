@@ -1,0 +1,292 @@
+//! The blocking API: the same locks for synchronous code, one owner per OS thread.
+//!
+//! This mirrors Java exactly: the owner of every operation is the calling thread (unless a
+//! handle is bound to an explicit [`Owner`]), so nested calls on one thread re-enter and other
+//! threads wait. The client runs its own small tokio runtime for I/O and for the watchdog, so
+//! renewal goes on while your threads do other work.
+//!
+//! # Panics
+//! Every blocking call panics if made from inside an async runtime (it would block one of its
+//! workers): use the async API there.
+//!
+//! ```no_run
+//! use redisson_lock::blocking::LockClient;
+//!
+//! let client = LockClient::connect("redis://127.0.0.1:6379")?;
+//! let lock = client.lock("nightly-report");
+//! let outer = lock.lock()?;
+//! let inner = lock.lock()?; // same thread: re-enters
+//! assert_eq!(lock.hold_count()?, 2);
+//! inner.unlock()?;
+//! outer.unlock()?;
+//! # Ok::<(), redisson_lock::Error>(())
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Config, Owner, Result};
+
+/// Owns the runtime; shuts it down without blocking an async context.
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Runtime {
+    fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "redisson_lock::blocking called from inside an async runtime; use the async API (redisson_lock::LockClient) there"
+        );
+        self.0
+            .as_ref()
+            .expect("runtime lives until drop")
+            .block_on(fut)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                rt.shutdown_background();
+            } else {
+                // Give pending background releases a moment to finish.
+                rt.shutdown_timeout(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// A blocking [`crate::LockClient`].
+///
+/// ```no_run
+/// let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+/// println!("client id {}", client.client_id());
+/// client.shutdown();
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    inner: crate::LockClient,
+    runtime: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("blocking::LockClient")
+            .field(&self.inner)
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// Connects to `url` (see [`crate::LockClient::connect`]).
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn connect(url: &str) -> Result<LockClient> {
+        Self::with_config(Config::from_url(url)?)
+    }
+
+    /// Connects with an explicit configuration.
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn with_config(config: Config) -> Result<LockClient> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("redisson-lock")
+            .enable_all()
+            .build()
+            .map_err(|e| crate::Error::Config(format!("cannot start a runtime: {e}")))?;
+        let runtime = Arc::new(Runtime(Some(rt)));
+        let inner = runtime.block_on(crate::LockClient::with_config(config))?;
+        Ok(LockClient { inner, runtime })
+    }
+
+    /// A handle on the lock named `name`.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            inner: self.inner.lock(name),
+            owner: None,
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// This client's UUID.
+    pub fn client_id(&self) -> &str {
+        self.inner.client_id()
+    }
+
+    /// The async client underneath, sharing connection, identity and watchdog.
+    pub fn as_async(&self) -> &crate::LockClient {
+        &self.inner
+    }
+
+    /// Releases everything still held and stops the client (see
+    /// [`crate::LockClient::shutdown`]).
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn shutdown(&self) {
+        self.runtime.block_on(self.inner.shutdown())
+    }
+}
+
+/// A blocking [`crate::Lock`]: operations are made by the calling thread's owner.
+///
+/// ```no_run
+/// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+/// use std::time::Duration;
+/// let lock = client.lock("imports");
+/// match lock.try_lock_for(Duration::from_secs(1))? {
+///     Some(guard) => guard.unlock()?,
+///     None => println!("busy"),
+/// }
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lock {
+    inner: crate::Lock,
+    owner: Option<Owner>,
+    runtime: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Runtime")
+    }
+}
+
+impl Lock {
+    /// The same lock, operated as `owner` from any thread.
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The owner operations use: the bound one, else the calling thread's.
+    pub fn owner(&self) -> Owner {
+        self.owner.unwrap_or_else(Owner::for_current_thread)
+    }
+
+    fn run<'a, T, F>(&'a self, op: impl FnOnce(crate::Lock) -> F) -> T
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let lock = self.inner.clone().with_owner(self.owner());
+        self.runtime.block_on(op(lock))
+    }
+
+    fn guard(&self, guard: crate::LockGuard) -> LockGuard {
+        LockGuard {
+            inner: Some(guard),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// Blocks until acquired; watchdog-renewed. See [`crate::Lock::lock`].
+    pub fn lock(&self) -> Result<LockGuard> {
+        let g = self.run(|l| async move { l.lock().await })?;
+        Ok(self.guard(g))
+    }
+
+    /// Blocks until acquired, with a fixed lease. See [`crate::Lock::lock_with_lease`].
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let g = self.run(|l| async move { l.lock_with_lease(lease).await })?;
+        Ok(self.guard(g))
+    }
+
+    /// One attempt. See [`crate::Lock::try_lock`].
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        let g = self.run(|l| async move { l.try_lock().await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// Waits at most `wait`. See [`crate::Lock::try_lock_for`].
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        let g = self.run(|l| async move { l.try_lock_for(wait).await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// Waits at most `wait`, with a fixed lease. See [`crate::Lock::try_lock_for_with_lease`].
+    pub fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        let g = self.run(|l| async move { l.try_lock_for_with_lease(wait, lease).await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// Deletes the lock whoever holds it. See [`crate::Lock::force_unlock`].
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.run(|l| async move { l.force_unlock().await })
+    }
+
+    /// Whether any owner holds the lock.
+    pub fn is_locked(&self) -> Result<bool> {
+        self.run(|l| async move { l.is_locked().await })
+    }
+
+    /// Whether the calling thread (or the bound owner) holds the lock (Java's
+    /// `isHeldByCurrentThread`).
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        self.run(|l| async move { l.is_held_by_current().await })
+    }
+
+    /// The calling thread's (or the bound owner's) hold count.
+    pub fn hold_count(&self) -> Result<u32> {
+        self.run(|l| async move { l.hold_count().await })
+    }
+
+    /// The remaining lease. See [`crate::Lock::remaining_lease`].
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.run(|l| async move { l.remaining_lease().await })
+    }
+}
+
+/// A blocking [`crate::LockGuard`]; may be moved to and unlocked from another thread.
+#[must_use = "the hold is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct LockGuard {
+    inner: Option<crate::LockGuard>,
+    runtime: Arc<Runtime>,
+}
+
+impl LockGuard {
+    fn get(&self) -> &crate::LockGuard {
+        self.inner.as_ref().expect("guard lives until consumed")
+    }
+
+    /// Releases this hold. See [`crate::LockGuard::unlock`].
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn unlock(mut self) -> Result<()> {
+        let guard = self.inner.take().expect("guard lives until consumed");
+        self.runtime.block_on(guard.unlock())
+    }
+
+    /// `true` once the lock-lost signal fired.
+    pub fn is_lost(&self) -> bool {
+        self.get().is_lost()
+    }
+
+    /// Blocks until the lock is lost, or `timeout` passes; `true` if it was lost.
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        let lost = self.get().lost();
+        self.runtime
+            .block_on(async { tokio::time::timeout(timeout, lost).await.is_ok() })
+    }
+
+    /// The owner field in the lock's hash.
+    pub fn owner_field(&self) -> &str {
+        self.get().owner_field()
+    }
+
+    /// The async guard underneath.
+    pub fn as_async(&self) -> &crate::LockGuard {
+        self.get()
+    }
+}

@@ -1,0 +1,245 @@
+//! The client: one connection, one identity, and the background tasks every lock shares.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::protocol::Protocol;
+use crate::pubsub::Hub;
+use crate::release::{self, Job, Unlock};
+use crate::watchdog::{Holds, Lease, Watchdog};
+
+/// State shared by the client handles, its locks and their guards.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) client_id: String,
+    pub(crate) protocol: Protocol,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) holds: Arc<Holds>,
+    jobs: mpsc::UnboundedSender<Job>,
+    closed: AtomicBool,
+    tasks: CancellationToken,
+}
+
+impl Shared {
+    /// Hands work to the release task; never blocks (safe in `Drop`).
+    pub(crate) fn send_job(&self, job: Job) {
+        // After shutdown the task is gone: the hold then ends with its lease.
+        let _ = self.jobs.send(job);
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The last handle and the last guard are gone: stop the watchdog and the hub. The
+        // release task ends by itself once it has finished the jobs already sent.
+        self.tasks.cancel();
+    }
+}
+
+/// A connection to Redis that hands out Redisson-compatible locks.
+///
+/// One client is one Redisson client instance: it has one random UUID (the first half of every
+/// owner field it writes), one multiplexed command connection, one pub/sub connection shared by
+/// all its waiters, and one watchdog task renewing all its locks. Clones are cheap and share
+/// all of that. The background tasks run on the tokio runtime the client was created in.
+///
+/// ```no_run
+/// use redisson_lock::LockClient;
+///
+/// # async fn demo() -> redisson_lock::Result<()> {
+/// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("orders:42").lock().await?; // watchdog-renewed until unlocked
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockClient")
+            .field("client_id", &self.shared.client_id)
+            .field("config", &self.shared.config)
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// Connects to the server at `url` with default settings (see [`Config::from_url`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a malformed URL, [`Error::Connection`] if the server cannot be
+    /// reached (after a few quick retries: this never hangs), [`Error::Redis`] for a refused
+    /// login.
+    pub async fn connect(url: &str) -> Result<LockClient> {
+        Self::with_config(Config::from_url(url)?).await
+    }
+
+    /// Connects with an explicit configuration.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_lock::{Config, LockClient};
+    ///
+    /// # async fn demo() -> redisson_lock::Result<()> {
+    /// let config = Config::from_url("redis://127.0.0.1:6379")?
+    ///     .with_watchdog_timeout(Duration::from_secs(10));
+    /// let client = LockClient::with_config(config).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
+    pub async fn with_config(config: Config) -> Result<LockClient> {
+        config.validate()?;
+        let client = redis::Client::open(config.connection.clone())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.connect_timeout()))
+            .set_response_timeout(Some(config.response_timeout()))
+            .set_number_of_retries(3)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_with_config(client, manager)
+            .await
+            .map_err(connect_error)?;
+        let protocol = Protocol::new(conn, config.publish_mode().publish_command());
+
+        let tasks = CancellationToken::new();
+        let hub = Hub::start(
+            config.connection.clone(),
+            config.publish_mode(),
+            config.connect_timeout(),
+            config.response_timeout(),
+            tasks.clone(),
+        );
+        let holds = Arc::new(Holds::default());
+        let watchdog = Watchdog {
+            holds: holds.clone(),
+            protocol: protocol.clone(),
+            lease: config.watchdog_timeout(),
+            interval: config.renewal_interval(),
+            batch_size: config.renewal_batch_size(),
+        };
+        tokio::spawn(watchdog.run(tasks.clone()));
+        let (jobs, rx) = mpsc::unbounded_channel();
+        tokio::spawn(release::run_release_task(protocol.clone(), rx));
+
+        let client_id = uuid::Uuid::new_v4().to_string();
+        tracing::debug!(client_id, "lock client connected");
+        Ok(LockClient {
+            shared: Arc::new(Shared {
+                config,
+                client_id,
+                protocol,
+                hub,
+                holds,
+                jobs,
+                closed: AtomicBool::new(false),
+                tasks,
+            }),
+        })
+    }
+
+    /// A handle on the lock named `name` (Redisson's `getLock(name)`). Creating it costs
+    /// nothing and sends nothing; the name is checked when the handle is used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let lock = client.lock("reports:nightly");
+    /// if let Some(guard) = lock.try_lock().await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.shared.clone(), name.into())
+    }
+
+    /// This client's UUID: the `<client-uuid>` part of every owner field it writes.
+    pub fn client_id(&self) -> &str {
+        &self.shared.client_id
+    }
+
+    /// The configuration the client runs with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// How many locks (distinct keys and owners) this client holds right now.
+    pub fn held_locks(&self) -> usize {
+        self.shared.holds.len()
+    }
+
+    /// How many held locks the watchdog is renewing right now.
+    pub fn renewed_locks(&self) -> usize {
+        self.shared.holds.renewed_len()
+    }
+
+    /// Releases every lock this client still holds, waits for pending background releases,
+    /// and stops the client's tasks. Guards still alive see their lock-lost signal fire; any
+    /// later operation fails with [`Error::Shutdown`]. Idempotent.
+    ///
+    /// Release failures (Redis unreachable) are logged, not returned: those locks end when
+    /// their lease runs out, since nothing renews them any more.
+    pub async fn shutdown(&self) {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = &self.shared;
+        let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
+        for (hold, count) in shared.holds.drain() {
+            let name: Arc<str> = hold.key.clone();
+            let channel: Arc<str> = crate::names::lock_channel(&hold.key).into();
+            for _ in 0..count {
+                let unlock = Unlock::new(
+                    name.clone(),
+                    hold.key.clone(),
+                    channel.clone(),
+                    hold.field.clone(),
+                    lease_ms,
+                );
+                shared.send_job(Job::Unlock(unlock));
+            }
+        }
+        let (done, flushed) = oneshot::channel();
+        shared.send_job(Job::Flush(done));
+        let _ = flushed.await;
+        shared.tasks.cancel();
+    }
+}
+
+fn connect_error(err: redis::RedisError) -> Error {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err.code() == Some("WRONGPASS")
+        || err.code() == Some("NOAUTH")
+        || err.code() == Some("NOPERM")
+    {
+        return Error::Redis(err);
+    }
+    Error::Connection(err)
+}

@@ -1,0 +1,242 @@
+//! Client configuration: where Redis is, and the knobs that must match a Redisson fleet.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::error::{Error, Result};
+
+/// Which command an unlock uses to wake waiters, and so which kind of subscription waiters make.
+///
+/// Redisson uses `PUBLISH`/`SUBSCRIBE` everywhere except on a Redis ≥ 7 cluster, where it
+/// defaults to sharded `SPUBLISH`/`SSUBSCRIBE`. Both sides of a fleet must agree, or waiters
+/// fall back to their TTL timer (still correct, only slower).
+///
+/// ```
+/// use redisson_lock::{Config, PublishMode};
+///
+/// let config = Config::from_url("redis://127.0.0.1:6379")?.with_publish_mode(PublishMode::Publish);
+/// assert_eq!(config.publish_mode(), PublishMode::Publish);
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PublishMode {
+    /// What Redisson does by default for this deployment: `PUBLISH` on a standalone server.
+    #[default]
+    Auto,
+    /// Always `PUBLISH` / `SUBSCRIBE`.
+    Publish,
+    /// Always sharded `SPUBLISH` / `SSUBSCRIBE` (Redis ≥ 7).
+    SPublish,
+}
+
+impl PublishMode {
+    /// The mode actually used against a standalone server.
+    pub(crate) fn resolved(self) -> PublishMode {
+        match self {
+            PublishMode::Auto => PublishMode::Publish,
+            other => other,
+        }
+    }
+
+    /// The publish command name as the unlock scripts receive it.
+    pub(crate) fn publish_command(self) -> &'static str {
+        match self.resolved() {
+            PublishMode::SPublish => "spublish",
+            _ => "publish",
+        }
+    }
+}
+
+/// Configuration of a [`LockClient`](crate::LockClient).
+///
+/// Plain data with consuming `with_*` setters and Redisson's defaults. Passwords in the URL are
+/// kept out of `Debug` output.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::Config;
+///
+/// let config = Config::from_url("redis://:secret@127.0.0.1:6379")?
+///     .with_watchdog_timeout(Duration::from_secs(10))
+///     .with_key_prefix("prod:");
+/// assert_eq!(config.renewal_interval(), Duration::from_millis(3333));
+/// assert!(!format!("{config:?}").contains("secret"));
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) connection: redis::ConnectionInfo,
+    watchdog_timeout: Duration,
+    renewal_interval: Option<Duration>,
+    renewal_batch_size: usize,
+    publish_mode: PublishMode,
+    key_prefix: String,
+    response_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl Config {
+    /// Redisson's default lock watchdog timeout: 30 s.
+    pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Redisson's renewal batch size: 100 keys per script call.
+    pub const DEFAULT_RENEWAL_BATCH_SIZE: usize = 100;
+
+    /// A configuration for the server at `url` (`redis://[user:password@]host[:port][/db]` or
+    /// `rediss://...`), with Redisson's defaults for everything else.
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the URL cannot be parsed (the message never contains the password).
+    pub fn from_url(url: &str) -> Result<Self> {
+        let connection = url
+            .into_connection_info()
+            .map_err(|e| {
+                Error::Config(format!(
+                    "invalid redis url ({}): expected redis://[user:password@]host[:port][/db] or rediss://...",
+                    e.category()
+                ))
+            })?;
+        Ok(Self::from_connection_info(connection))
+    }
+
+    /// A configuration from redis-rs connection info.
+    pub fn from_connection_info(connection: redis::ConnectionInfo) -> Self {
+        Config {
+            connection,
+            watchdog_timeout: Self::DEFAULT_WATCHDOG_TIMEOUT,
+            renewal_interval: None,
+            renewal_batch_size: Self::DEFAULT_RENEWAL_BATCH_SIZE,
+            publish_mode: PublishMode::Auto,
+            key_prefix: String::new(),
+            response_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The lease of a lock taken without an explicit one, renewed by the watchdog (default 30 s,
+    /// Redisson's `lockWatchdogTimeout`). Must be at least 3 ms.
+    pub fn with_watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How often the watchdog renews (default: a third of the watchdog timeout).
+    pub fn with_renewal_interval(mut self, interval: Duration) -> Self {
+        self.renewal_interval = Some(interval);
+        self
+    }
+
+    /// How many locks one renewal script call extends (default 100).
+    pub fn with_renewal_batch_size(mut self, size: usize) -> Self {
+        self.renewal_batch_size = size;
+        self
+    }
+
+    /// Which publish command unlocks use (default [`PublishMode::Auto`]).
+    pub fn with_publish_mode(mut self, mode: PublishMode) -> Self {
+        self.publish_mode = mode;
+        self
+    }
+
+    /// A prefix put before every lock name, to match a fleet whose Redisson `NameMapper` adds
+    /// one. Channels and latches are derived from the prefixed name, as Redisson does.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// How long to wait for any reply before failing with a timeout (default 3 s).
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long one connection attempt may take (default 5 s).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The watchdog timeout.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.watchdog_timeout
+    }
+
+    /// The renewal interval.
+    pub fn renewal_interval(&self) -> Duration {
+        self.renewal_interval
+            .unwrap_or(self.watchdog_timeout / 3)
+            .max(Duration::from_millis(1))
+    }
+
+    /// The renewal batch size.
+    pub fn renewal_batch_size(&self) -> usize {
+        self.renewal_batch_size
+    }
+
+    /// The publish mode.
+    pub fn publish_mode(&self) -> PublishMode {
+        self.publish_mode
+    }
+
+    /// The key prefix (empty by default).
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// The response timeout.
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// The connect timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// Checks the values that Redis or the watchdog could not work with.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.watchdog_timeout < Duration::from_millis(3) {
+            return Err(Error::Config(format!(
+                "watchdog timeout must be at least 3 ms, got {:?}",
+                self.watchdog_timeout
+            )));
+        }
+        if self.renewal_interval() >= self.watchdog_timeout {
+            return Err(Error::Config(format!(
+                "renewal interval {:?} must be shorter than the watchdog timeout {:?}",
+                self.renewal_interval(),
+                self.watchdog_timeout
+            )));
+        }
+        if self.renewal_batch_size == 0 {
+            return Err(Error::Config(
+                "renewal batch size must be at least 1".into(),
+            ));
+        }
+        if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::Config("timeouts must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redis = self.connection.redis_settings();
+        f.debug_struct("Config")
+            .field("addr", &self.connection.addr().to_string())
+            .field("db", &redis.db())
+            .field("username", &redis.username())
+            .field("password", &redis.password().map(|_| "<redacted>"))
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("renewal_interval", &self.renewal_interval())
+            .field("renewal_batch_size", &self.renewal_batch_size)
+            .field("publish_mode", &self.publish_mode)
+            .field("key_prefix", &self.key_prefix)
+            .field("response_timeout", &self.response_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,145 @@
+//! The crate's single error type.
+
+/// A `Result` whose error is this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong with a lock operation.
+///
+/// Callers rarely need to match on variants: the `is_*` helpers classify an error the way a
+/// retry loop or a log line wants it.
+///
+/// ```
+/// use redisson_lock::Error;
+///
+/// let err = Error::NotOwner { lock: "orders".into(), owner: "6f1c...:7".into() };
+/// assert!(err.is_not_owner());
+/// assert!(!err.is_connection());
+/// assert_eq!(
+///     err.to_string(),
+///     "lock `orders` is not held by owner 6f1c...:7"
+/// );
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An unlock was attempted by an owner that does not hold the lock (Redisson's
+    /// `IllegalMonitorStateException`). Nothing was changed in Redis.
+    #[error("lock `{lock}` is not held by owner {owner}")]
+    NotOwner {
+        /// The lock's name.
+        lock: String,
+        /// The owner field (`<client-uuid>:<owner-id>`) that tried to unlock.
+        owner: String,
+    },
+
+    /// The guard's hold was already gone (renewal found the lock deleted, its lease ran out, or
+    /// the client shut down) before it was unlocked. Nothing was changed in Redis.
+    #[error("lock `{lock}` was lost before it was unlocked (owner {owner})")]
+    LockLost {
+        /// The lock's name.
+        lock: String,
+        /// The owner field that held it.
+        owner: String,
+    },
+
+    /// The key exists but is not a lock hash (Redis `WRONGTYPE`). Nothing was changed.
+    #[error("key `{lock}` holds a value of another type, not a lock hash")]
+    WrongType {
+        /// The lock's name.
+        lock: String,
+    },
+
+    /// An argument was refused before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The configuration or URL is not usable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// The client was shut down; no further operations are possible.
+    #[error("the lock client has been shut down")]
+    Shutdown,
+
+    /// Redis could not be reached, the connection dropped, or a reply timed out.
+    #[error("connection to redis failed: {0}")]
+    Connection(#[source] redis::RedisError),
+
+    /// Redis answered with an error this crate does not classify further.
+    #[error("redis error: {0}")]
+    Redis(#[source] redis::RedisError),
+}
+
+impl Error {
+    /// The unlock was refused because the lock is not held by this owner.
+    pub fn is_not_owner(&self) -> bool {
+        matches!(self, Error::NotOwner { .. })
+    }
+
+    /// The guard's lock had been lost before the operation.
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. })
+    }
+
+    /// The key holds something that is not a lock.
+    pub fn is_wrong_type(&self) -> bool {
+        matches!(self, Error::WrongType { .. })
+    }
+
+    /// The caller passed an invalid argument or configuration.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Error::InvalidArgument(_) | Error::Config(_))
+    }
+
+    /// A network or connection failure: the operation may succeed if retried.
+    pub fn is_connection(&self) -> bool {
+        match self {
+            Error::Connection(_) => true,
+            Error::Redis(e) => is_connection_error(e),
+            _ => false,
+        }
+    }
+
+    /// A reply did not arrive in time.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::Connection(e) | Error::Redis(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// The client was shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self, Error::Shutdown)
+    }
+
+    /// Redis refused a write because it is out of memory (`maxmemory` with `noeviction`).
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            Error::Redis(e) => e.to_string().contains("OOM"),
+            _ => false,
+        }
+    }
+
+    /// Builds the error for a Redis failure on lock `lock`, classifying it.
+    pub(crate) fn from_redis(lock: &str, err: redis::RedisError) -> Self {
+        if is_connection_error(&err) {
+            return Error::Connection(err);
+        }
+        if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
+            return Error::WrongType {
+                lock: lock.to_string(),
+            };
+        }
+        Error::Redis(err)
+    }
+}
+
+pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_unrecoverable_error()
+        || err.code() == Some("LOADING")
+}

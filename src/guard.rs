@@ -1,0 +1,219 @@
+//! The RAII guard of one hold of a lock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Shared;
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+use crate::protocol::Release;
+use crate::release::{Job, Unlock};
+use crate::watchdog::{HoldKey, Lease, Surrender, Ticket};
+
+/// Proof of one hold of a lock; releasing it releases that hold.
+///
+/// The guard owns what it needs (`Send + 'static`): move it into another task and unlock it
+/// there. Prefer [`LockGuard::unlock`], which reports errors. Dropping the guard also releases
+/// the hold, without blocking: renewal stops at once and the unlock is sent by the client's
+/// background task (errors there are logged; the lock then ends with its lease).
+///
+/// Each guard carries the **lock-lost signal**: it fires when the watchdog finds the lock gone
+/// (deleted or taken over behind the holder's back), when a whole lease passes without a
+/// confirmed renewal, when a fixed lease runs out, or when the client shuts down. Race your
+/// work against it:
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+/// # async fn do_work() {}
+/// let guard = client.lock("jobs:import").lock().await?;
+/// tokio::select! {
+///     _ = do_work() => guard.unlock().await?,
+///     _ = guard.lost() => eprintln!("lock lost: stopping work"),
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "the hold is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    hold: Option<Hold>,
+}
+
+/// Everything a live guard owns.
+pub(crate) struct Hold {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) name: Arc<str>,
+    pub(crate) key: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) owner: Owner,
+    pub(crate) lease: Lease,
+    pub(crate) ticket: Ticket,
+}
+
+impl Hold {
+    fn hold_key(&self) -> HoldKey {
+        HoldKey {
+            key: self.key.clone(),
+            field: self.field.clone(),
+        }
+    }
+
+    /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
+    /// `None` if the lock was already lost.
+    fn surrender(&self) -> Option<Unlock> {
+        let state = self
+            .shared
+            .holds
+            .surrender(&self.hold_key(), self.ticket.entry_id, self.lease);
+        match state {
+            Surrender::Lost => None,
+            Surrender::Live => Some(Unlock::new(
+                self.name.clone(),
+                self.key.clone(),
+                self.channel.clone(),
+                self.field.clone(),
+                self.lease.millis(self.shared.config.watchdog_timeout()),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("LockGuard");
+        if let Some(h) = &self.hold {
+            d.field("name", &h.name)
+                .field("owner", &h.field)
+                .field("lease", &h.lease)
+                .field("lost", &h.ticket.lost.is_cancelled());
+        }
+        d.finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(hold: Hold) -> Self {
+        LockGuard { hold: Some(hold) }
+    }
+
+    fn hold(&self) -> &Hold {
+        self.hold
+            .as_ref()
+            .expect("a LockGuard holds until consumed")
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.hold().name
+    }
+
+    /// The owner holding this hold.
+    pub fn owner(&self) -> Owner {
+        self.hold().owner
+    }
+
+    /// The owner field in the lock's hash, `<client-uuid>:<owner-id>`.
+    pub fn owner_field(&self) -> &str {
+        &self.hold().field
+    }
+
+    /// The fixed lease this hold was taken with, or `None` for a watchdog-renewed hold.
+    pub fn lease(&self) -> Option<Duration> {
+        match self.hold().lease {
+            Lease::Watchdog => None,
+            Lease::Fixed(d) => Some(d),
+        }
+    }
+
+    /// `true` once the lock-lost signal has fired.
+    pub fn is_lost(&self) -> bool {
+        self.hold().ticket.lost.is_cancelled()
+    }
+
+    /// Completes when the lock is lost (see the type's docs). Never completes while the hold
+    /// is intact. The future owns its state, so it can outlive the guard.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only observes the signal.
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.hold().ticket.lost.clone().cancelled_owned()
+    }
+
+    /// A cancellation token cancelled when the lock is lost, for code that already speaks
+    /// `tokio_util` tokens. Cancelling it yourself does not affect the lock or other guards.
+    pub fn lost_token(&self) -> CancellationToken {
+        self.hold().ticket.lost.child_token()
+    }
+
+    /// Releases this hold and reports the outcome.
+    ///
+    /// # Errors
+    /// - [`Error::LockLost`] if the lock had been lost before (nothing is sent to Redis);
+    /// - [`Error::NotOwner`] if Redis no longer shows this owner (the lock expired or was
+    ///   force-unlocked and no renewal had noticed yet); nothing was changed;
+    /// - [`Error::Connection`] if no reply came after re-sending the same unlock a few times
+    ///   (renewal has stopped, so the lock ends with its lease).
+    ///
+    /// # Cancel safety
+    /// If this future is dropped before the reply arrives, the same unlock (same latch, so it
+    /// cannot release twice) is finished by the background task.
+    pub async fn unlock(mut self) -> Result<()> {
+        let hold = self.hold.take().expect("a LockGuard holds until consumed");
+        let Some(unlock) = hold.surrender() else {
+            return Err(Error::LockLost {
+                lock: hold.name.to_string(),
+                owner: hold.field.to_string(),
+            });
+        };
+        // If this future is dropped mid-flight, the armed job finishes the unlock.
+        let mut pending = ArmedJob {
+            shared: &hold.shared,
+            unlock: Some(unlock.clone()),
+        };
+        let result = unlock.run(&hold.shared.protocol).await;
+        pending.unlock = None;
+        match result {
+            Ok((Release::Released, _)) => Ok(()),
+            Ok((Release::StillHeld, sent_at)) => {
+                hold.shared.holds.lease_reset(
+                    &hold.hold_key(),
+                    hold.ticket.entry_id,
+                    hold.lease,
+                    sent_at,
+                );
+                Ok(())
+            }
+            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
+                lock: hold.name.to_string(),
+                owner: hold.field.to_string(),
+            }),
+            Err(err) => Err(Error::from_redis(&hold.name, err)),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            if let Some(unlock) = hold.surrender() {
+                hold.shared.send_job(Job::Unlock(unlock));
+            }
+        }
+    }
+}
+
+/// Sends its unlock to the background task if dropped while still armed.
+struct ArmedJob<'a> {
+    shared: &'a Shared,
+    unlock: Option<Unlock>,
+}
+
+impl Drop for ArmedJob<'_> {
+    fn drop(&mut self) {
+        if let Some(unlock) = self.unlock.take() {
+            self.shared.send_job(Job::Unlock(unlock));
+        }
+    }
+}

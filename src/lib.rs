@@ -1,0 +1,43 @@
+//! Distributed locks on Redis that speak **Redisson's on-wire format**.
+//!
+//! A [`Lock`] here and an `RLock` of the same name in a Java service using Redisson are the
+//! same lock: the same hash, owner fields, TTLs, scripts' meaning, and pub/sub messages. Rust
+//! and JVM services can contend on it in both directions, with mutual exclusion, reentrancy,
+//! the watchdog, and waiters woken by the unlock message.
+//!
+//! - [`LockClient`]: one connection and identity (a Redisson client instance).
+//! - [`Lock`]: a named reentrant lock; acquiring returns a [`LockGuard`].
+//! - [`Owner`]: who holds a lock, the unit of reentrancy (Java's thread).
+//! - [`blocking`]: the same API for synchronous code, one owner per OS thread.
+//!
+//! ```no_run
+//! use redisson_lock::LockClient;
+//!
+//! # async fn demo() -> redisson_lock::Result<()> {
+//! let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+//! let guard = client.lock("orders:42").lock().await?;
+//! // Only one holder, across every Rust and Java client, until:
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+pub mod blocking;
+mod client;
+mod config;
+mod error;
+mod guard;
+mod lock;
+mod names;
+mod owner;
+mod protocol;
+mod pubsub;
+mod release;
+mod watchdog;
+
+pub use client::LockClient;
+pub use config::{Config, PublishMode};
+pub use error::{Error, Result};
+pub use guard::LockGuard;
+pub use lock::Lock;
+pub use owner::Owner;

@@ -1,0 +1,446 @@
+//! The reentrant lock (Redisson `RLock`): acquiring, waiting, and the read-only queries.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Shared;
+use crate::error::{Error, Result};
+use crate::guard::{Hold, LockGuard};
+use crate::names;
+use crate::owner::Owner;
+use crate::protocol::{Attempt, KeyKind};
+use crate::release::{Job, PendingAttempt, Unlock};
+use crate::watchdog::{HoldKey, Lease};
+
+/// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
+/// than Redisson or this crate), or after a connection error.
+const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
+
+/// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
+///
+/// Cheap to clone; holds no lock by itself. Acquiring returns a [`LockGuard`]. Holds are
+/// counted per [`Owner`]: an acquire by an owner that already holds the lock re-enters it
+/// (the count goes up), and the lock is free again when every hold is released.
+///
+/// Which method to use:
+/// - [`lock`](Lock::lock): wait as long as it takes; the watchdog keeps the lock while held.
+/// - [`lock_with_lease`](Lock::lock_with_lease): wait; the lock expires after the lease
+///   unless released first (no watchdog).
+/// - [`try_lock`](Lock::try_lock): one attempt, no waiting.
+/// - [`try_lock_for`](Lock::try_lock_for) / [`try_lock_for_with_lease`](Lock::try_lock_for_with_lease):
+///   wait at most the given time.
+///
+/// Waiting never polls: a waiter subscribes to the lock's channel and is woken by the unlock
+/// message, with a timer on the holder's remaining lease as a fallback.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redisson_lock::{LockClient, Owner};
+///
+/// # async fn demo() -> redisson_lock::Result<()> {
+/// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+/// let lock = client.lock("inventory");
+///
+/// // Nested code re-enters without passing the guard around:
+/// Owner::new().scope(async {
+///     let outer = lock.lock().await?;
+///     let inner = lock.lock().await?;          // same owner: re-enters
+///     assert_eq!(lock.hold_count().await?, 2);
+///     inner.unlock().await?;
+///     outer.unlock().await
+/// }).await?;
+///
+/// // Bounded wait with a fixed lease:
+/// if let Some(guard) = lock.try_lock_for_with_lease(Duration::from_secs(2), Duration::from_secs(10)).await? {
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    key: Arc<str>,
+    channel: Arc<str>,
+    owner: Option<Owner>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+        let key: Arc<str> = format!("{}{}", shared.config.key_prefix(), name).into();
+        let channel = names::lock_channel(&key).into();
+        Lock {
+            shared,
+            name: name.into(),
+            key,
+            channel,
+            owner: None,
+        }
+    }
+
+    /// The same lock, always acquired and queried as `owner` (the equivalent of Redisson's
+    /// `lockAsync(threadId)`), whatever scope it is used in.
+    ///
+    /// ```no_run
+    /// use redisson_lock::Owner;
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let me = Owner::new();
+    /// let a = client.lock("cart").with_owner(me).lock().await?;
+    /// let b = client.lock("cart").with_owner(me).lock().await?; // re-enters
+    /// # drop((a, b)); Ok(()) }
+    /// ```
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The lock's name, as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Redis key of the lock (the name with the configured prefix).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The owner queries and acquires use here: the bound owner, else the scope's.
+    fn current_owner(&self) -> Option<Owner> {
+        self.owner.or_else(Owner::current)
+    }
+
+    fn check(&self) -> Result<()> {
+        self.shared.check_open()?;
+        if self.name.is_empty() {
+            return Err(Error::InvalidArgument("lock name must not be empty".into()));
+        }
+        Ok(())
+    }
+
+    /// Acquires the lock, waiting as long as it takes; the watchdog renews it while held.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if the key holds something else; [`Error::Connection`] if Redis
+    /// cannot be reached for the first attempt (later connection errors while waiting are
+    /// retried); [`Error::Shutdown`] after [`LockClient::shutdown`](crate::LockClient::shutdown).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future at any point leaves no hold behind (an attempt in
+    /// flight is finished in the background and released if it succeeded).
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(None, Lease::Watchdog)
+            .await
+            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
+    }
+
+    /// Acquires the lock with a fixed `lease`, waiting as long as it takes. No watchdog: the
+    /// lock expires after `lease` unless released first, and the guard's lock-lost signal fires
+    /// then.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        let lease = fixed_lease(lease)?;
+        self.acquire(None, lease)
+            .await
+            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
+    }
+
+    /// One attempt, no waiting: `Some(guard)` if acquired (watchdog-renewed), `None` if held by
+    /// another owner.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
+    }
+
+    /// Waits at most `wait` for the lock (watchdog-renewed once acquired); `None` on timeout.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(Some(wait), Lease::Watchdog).await
+    }
+
+    /// Waits at most `wait` for the lock, held for a fixed `lease` (no watchdog); `None` on
+    /// timeout (Redisson's `tryLock(wait, lease, unit)`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    pub async fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        let lease = fixed_lease(lease)?;
+        self.acquire(Some(wait), lease).await
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters; `true` if it was held.
+    /// Holders find out at their next renewal (their lock-lost signal fires).
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if the key holds something else (it is left alone).
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        self.shared
+            .protocol
+            .force_unlock(&self.key, &self.channel)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    /// Whether any owner holds the lock.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] if the key holds something else.
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        match self.shared.protocol.key_kind(&self.key).await {
+            Ok(KeyKind::Absent) => Ok(false),
+            Ok(KeyKind::Hash) => Ok(true),
+            Ok(KeyKind::Other) => Err(Error::WrongType {
+                lock: self.name.to_string(),
+            }),
+            Err(e) => Err(Error::from_redis(&self.name, e)),
+        }
+    }
+
+    /// Whether `owner` (of this client) holds the lock.
+    pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
+        Ok(self.hold_count_of(owner).await? > 0)
+    }
+
+    /// Whether the current owner (bound with [`Lock::with_owner`], else the enclosing
+    /// [`Owner::scope`]) holds the lock; `false` outside any owner.
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        Ok(self.hold_count().await? > 0)
+    }
+
+    /// The current owner's hold count (0 outside any owner, or when not held).
+    pub async fn hold_count(&self) -> Result<u32> {
+        match self.current_owner() {
+            Some(owner) => self.hold_count_of(owner).await,
+            None => {
+                self.check()?;
+                Ok(0)
+            }
+        }
+    }
+
+    /// `owner`'s hold count on this lock.
+    pub async fn hold_count_of(&self, owner: Owner) -> Result<u32> {
+        self.check()?;
+        let field = owner.field(&self.shared.client_id);
+        self.shared
+            .protocol
+            .hold_count(&self.key, &field)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    /// The lock's remaining lease: `None` when it is not held; [`Duration::MAX`] for a key
+    /// without a TTL (never written by Redisson or this crate).
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.check()?;
+        let pttl = self
+            .shared
+            .protocol
+            .pttl(&self.key)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(match pttl {
+            -2 => None,
+            ms if ms < 0 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms as u64)),
+        })
+    }
+
+    /// The acquire loop shared by every acquiring method. `wait: None` waits forever.
+    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<LockGuard>> {
+        self.check()?;
+        let owner = self.current_owner().unwrap_or_else(Owner::new);
+        let field: Arc<str> = owner.field(&self.shared.client_id).into();
+        // A wait too long to represent is a wait without end.
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+
+        // First attempt before subscribing: the uncontended path costs one round trip.
+        if let Ok(guard) = self.attempt(&field, owner, lease).await? {
+            return Ok(Some(guard));
+        }
+        if wait == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+
+        let hub = &self.shared.hub;
+        let subscription = hub.subscribe(&self.channel).await;
+        let mut failures = 0u32;
+        loop {
+            let epoch = hub.epoch();
+            let notified = subscription.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            // Retry now that the subscription is live: an unlock published before it was
+            // confirmed would otherwise be missed.
+            let pttl = match self.attempt(&field, owner, lease).await {
+                Ok(Ok(guard)) => return Ok(Some(guard)),
+                Ok(Err(p)) => {
+                    failures = 0;
+                    p
+                }
+                Err(err) if err.is_connection() => {
+                    failures += 1;
+                    tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
+                    backoff(failures).as_millis() as i64
+                }
+                Err(err) => return Err(err),
+            };
+
+            let mut sleep = match pttl {
+                p if p > 0 => Duration::from_millis(p as u64),
+                -1 => MAX_BLIND_WAIT,
+                _ => Duration::ZERO, // gone already: try again at once
+            };
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                sleep = sleep.min(left);
+            }
+            if hub.epoch() != epoch {
+                continue; // the pub/sub connection came back: messages may have been lost
+            }
+            self.shared.check_open()?;
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(sleep) => {}
+            }
+            if self.shared.is_closed() {
+                return Err(Error::Shutdown);
+            }
+        }
+    }
+
+    /// One acquire attempt: `Ok(Ok(guard))` acquired, `Ok(Err(pttl))` held by another.
+    async fn attempt(
+        &self,
+        field: &Arc<str>,
+        owner: Owner,
+        lease: Lease,
+    ) -> Result<std::result::Result<LockGuard, i64>> {
+        let lease_ms = lease.millis(self.shared.config.watchdog_timeout());
+        let sent_at = Instant::now();
+        let call = self.shared.protocol.acquire(&self.key, lease_ms, field);
+        let reply = InFlight {
+            attempt: Some(Box::pin(call)),
+            lock: self,
+            field,
+            lease_ms,
+        }
+        .await;
+        match reply {
+            Ok(Attempt::Acquired) => {
+                let ticket = self.shared.holds.register(
+                    HoldKey {
+                        key: self.key.clone(),
+                        field: field.clone(),
+                    },
+                    lease,
+                    sent_at,
+                );
+                Ok(Ok(LockGuard::new(Hold {
+                    shared: self.shared.clone(),
+                    name: self.name.clone(),
+                    key: self.key.clone(),
+                    channel: self.channel.clone(),
+                    field: field.clone(),
+                    owner,
+                    lease,
+                    ticket,
+                })))
+            }
+            Ok(Attempt::Held { pttl_ms }) => Ok(Err(pttl_ms)),
+            Err(err) => Err(Error::from_redis(&self.name, err)),
+        }
+    }
+}
+
+/// An acquire script call in flight. Dropped before its reply, it hands the call to the
+/// background task, which awaits it and releases the hold if it was acquired: a cancelled
+/// acquire never leaves a hold without a guard.
+struct InFlight<'a> {
+    attempt: Option<PendingAttempt>,
+    lock: &'a Lock,
+    field: &'a Arc<str>,
+    lease_ms: u64,
+}
+
+impl Future for InFlight<'_> {
+    type Output = redis::RedisResult<Attempt>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let attempt = self.attempt.as_mut().expect("polled after completion");
+        let reply = std::task::ready!(attempt.as_mut().poll(cx));
+        self.attempt = None;
+        Poll::Ready(reply)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(attempt) = self.attempt.take() {
+            let lock = self.lock;
+            let unlock = Unlock::new(
+                lock.name.clone(),
+                lock.key.clone(),
+                lock.channel.clone(),
+                self.field.clone(),
+                self.lease_ms,
+            );
+            lock.shared.send_job(Job::Settle(attempt, unlock));
+        }
+    }
+}
+
+fn fixed_lease(lease: Duration) -> Result<Lease> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::InvalidArgument(format!(
+            "lease must be at least 1 ms, got {lease:?}"
+        )));
+    }
+    if lease.as_millis() > i64::MAX as u128 {
+        return Err(Error::InvalidArgument(format!(
+            "lease {lease:?} is too long"
+        )));
+    }
+    Ok(Lease::Fixed(lease))
+}
+
+fn backoff(failures: u32) -> Duration {
+    let ms = 50u64.saturating_mul(1 << failures.min(5));
+    Duration::from_millis(ms).min(MAX_BLIND_WAIT)
+}

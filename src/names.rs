@@ -1,0 +1,84 @@
+//! Redisson's naming rules for the keys and channels derived from a lock's name.
+//!
+//! Derived names carry the lock's name in a cluster hash tag so they share its slot, unless the
+//! name already contains `{`, in which case the user's own tag is trusted as is (even a
+//! malformed one: the rule is copied exactly so both sides compute the same names).
+
+/// `prefix:{name}`, or `prefix:name` when `name` contains `{`.
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `{name}:suffix`, or `name:suffix` when `name` contains `{`.
+#[allow(dead_code)] // used by the read-write lock layout; kept with its sibling rule.
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The pub/sub channel an RLock's unlock publishes on.
+pub(crate) fn lock_channel(key: &str) -> String {
+    prefixed("redisson_lock__channel", key)
+}
+
+/// The unlock latch key for one logical unlock request.
+pub(crate) fn unlock_latch(key: &str, request_id: &str) -> String {
+    let mut latch = prefixed("redisson_unlock_latch", key);
+    latch.push(':');
+    latch.push_str(request_id);
+    latch
+}
+
+/// A fresh unlock request id: 32 lower-case hex characters (16 random bytes).
+pub(crate) fn new_request_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    let mut id = String::with_capacity(32);
+    for b in bytes {
+        id.push_str(&format!("{b:02x}"));
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_wraps_plain_names_in_a_hash_tag() {
+        assert_eq!(lock_channel("orders"), "redisson_lock__channel:{orders}");
+    }
+
+    #[test]
+    fn names_with_a_brace_are_trusted_as_is() {
+        assert_eq!(lock_channel("{user}:1"), "redisson_lock__channel:{user}:1");
+        assert_eq!(lock_channel("bad{"), "redisson_lock__channel:bad{");
+        assert_eq!(suffixed("a{b}", "x"), "a{b}:x");
+        assert_eq!(suffixed("ab", "x"), "{ab}:x");
+    }
+
+    #[test]
+    fn latch_appends_the_request_id() {
+        assert_eq!(
+            unlock_latch("orders", "00ff"),
+            "redisson_unlock_latch:{orders}:00ff"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_32_lower_hex_and_fresh() {
+        let a = new_request_id();
+        let b = new_request_id();
+        assert_eq!(a.len(), 32);
+        assert!(a
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(a, b);
+    }
+}

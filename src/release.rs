@@ -1,0 +1,138 @@
+//! Releasing holds: the unlock with its retries, and the background task that finishes what
+//! `Drop` and cancelled futures cannot await.
+//!
+//! `Drop` never blocks and never spawns: it sends a [`Job`] down an unbounded channel to the
+//! client's release task, which runs each job on its own task. An unlock is re-sent with the
+//! same request id (so the same latch) when its reply is lost, which makes the retry idempotent.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::names;
+use crate::protocol::{Attempt, Protocol, Release};
+
+/// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
+/// well inside the latch's lifetime, so a re-send can never release twice.
+const UNLOCK_ATTEMPTS: u32 = 3;
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// One logical unlock: a hold of `key` by `field`, with its request id fixed once.
+#[derive(Debug, Clone)]
+pub(crate) struct Unlock {
+    pub(crate) name: Arc<str>,
+    pub(crate) key: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+    request_id: String,
+}
+
+impl Unlock {
+    pub(crate) fn new(
+        name: Arc<str>,
+        key: Arc<str>,
+        channel: Arc<str>,
+        field: Arc<str>,
+        lease_ms: u64,
+    ) -> Self {
+        Unlock {
+            name,
+            key,
+            channel,
+            field,
+            lease_ms,
+            request_id: names::new_request_id(),
+        }
+    }
+
+    /// Sends the unlock, re-sending it (same latch) after connection errors; deletes the latch
+    /// once an answer is read. Returns the send time of the attempt that answered.
+    pub(crate) async fn run(&self, protocol: &Protocol) -> redis::RedisResult<(Release, Instant)> {
+        let latch = names::unlock_latch(&self.key, &self.request_id);
+        let mut attempt = 1;
+        loop {
+            let sent_at = Instant::now();
+            match protocol
+                .unlock(&self.key, &self.channel, &latch, self.lease_ms, &self.field)
+                .await
+            {
+                Ok(release) => {
+                    protocol.delete_latch(&latch).await;
+                    return Ok((release, sent_at));
+                }
+                Err(err)
+                    if attempt < UNLOCK_ATTEMPTS && crate::error::is_connection_error(&err) =>
+                {
+                    tracing::debug!(lock = %self.name, error = %err, "unlock reply lost; re-sending with the same latch");
+                    attempt += 1;
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// An acquire whose caller went away while it was in flight.
+pub(crate) type PendingAttempt =
+    Pin<Box<dyn Future<Output = redis::RedisResult<Attempt>> + Send + 'static>>;
+
+/// Work for the release task.
+pub(crate) enum Job {
+    /// Release one hold (a guard was dropped, or an explicit unlock was cancelled).
+    Unlock(Unlock),
+    /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
+    Settle(PendingAttempt, Unlock),
+    /// Answer once every job sent before this one has finished.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Runs jobs until every sender is gone, then finishes the ones in flight.
+pub(crate) async fn run_release_task(protocol: Protocol, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let mut running = JoinSet::new();
+    loop {
+        tokio::select! {
+            job = jobs.recv() => match job {
+                None => break,
+                Some(Job::Flush(done)) => {
+                    while running.join_next().await.is_some() {}
+                    let _ = done.send(());
+                }
+                Some(Job::Unlock(unlock)) => {
+                    let protocol = protocol.clone();
+                    running.spawn(async move { release_quietly(&protocol, &unlock).await });
+                }
+                Some(Job::Settle(attempt, unlock)) => {
+                    let protocol = protocol.clone();
+                    running.spawn(async move {
+                        if let Ok(Attempt::Acquired) = attempt.await {
+                            tracing::debug!(lock = %unlock.name, "releasing a hold acquired by a cancelled call");
+                            release_quietly(&protocol, &unlock).await;
+                        }
+                    });
+                }
+            },
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+async fn release_quietly(protocol: &Protocol, unlock: &Unlock) {
+    match unlock.run(protocol).await {
+        Ok((Release::NotHeld, _)) => {
+            tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone")
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(
+            lock = %unlock.name, error = %err,
+            "background unlock failed; the lock expires when its lease runs out"
+        ),
+    }
+}

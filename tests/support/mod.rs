@@ -1,0 +1,253 @@
+//! Test support: real `redis-server` processes, one per test, on free loopback ports.
+//!
+//! Every integration test file starts with `mod support;`. A [`RedisServer`] runs in its own
+//! temporary directory and is killed when dropped. Chaos helpers (restart on the same port, kill
+//! every client, flush the script cache) live here too, so fault tests read as plain steps.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Config, LockClient};
+
+/// A `redis-server` child process on `127.0.0.1:<port>`, killed on drop.
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+/// Picks a loopback port that is free right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().unwrap().port()
+}
+
+impl RedisServer {
+    /// Starts a fresh server with no persistence and waits until it answers `PING`.
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` command-line arguments (e.g. `["--requirepass", "x"]`).
+    pub fn start_with(extra_args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir for redis-server");
+        let mut server = RedisServer {
+            port: 0,
+            dir,
+            child: None,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        // A port picked as free can be taken by someone else before the server binds it: retry.
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.spawn().is_ok() {
+                return server;
+            }
+        }
+        panic!("could not start redis-server after 5 attempts");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new("redis-server");
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--save")
+            .arg("")
+            .arg("--appendonly")
+            .arg("no")
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.dir.path().join("redis.log"))
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .expect("redis-server must be on PATH (apt-get install -y redis-server)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("redis-server exited early: {status}"));
+            }
+            if self.ping_raw() {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("redis-server did not answer PING within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn ping_raw(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url_with_auth()) else {
+            return false;
+        };
+        let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut con).is_ok()
+    }
+
+    fn url_with_auth(&self) -> String {
+        match self
+            .extra_args
+            .iter()
+            .position(|a| a == "--requirepass")
+            .and_then(|i| self.extra_args.get(i + 1))
+        {
+            Some(pass) => format!("redis://:{pass}@127.0.0.1:{}", self.port),
+            None => self.url(),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// `redis://127.0.0.1:<port>` (no credentials).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A synchronous redis-rs connection for inspecting and breaking things from the test.
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url_with_auth())
+            .unwrap()
+            .get_connection()
+            .expect("connect to test redis")
+    }
+
+    /// An async multiplexed redis-rs connection (for tests running inside tokio).
+    pub async fn async_conn(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url_with_auth())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to test redis")
+    }
+
+    /// A [`Config`] for this server with a short watchdog timeout, so watchdog tests run fast.
+    pub fn config(&self) -> Config {
+        Config::from_url(&self.url_with_auth())
+            .expect("valid url")
+            .with_watchdog_timeout(Duration::from_millis(1500))
+    }
+
+    /// A connected [`LockClient`] with [`RedisServer::config`].
+    pub async fn client(&self) -> LockClient {
+        LockClient::with_config(self.config())
+            .await
+            .expect("connect LockClient")
+    }
+
+    /// Runs one command and returns its reply.
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query(&mut self.conn()).expect("test command")
+    }
+
+    /// Kills the server process (data is lost: there is no persistence).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty.
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn() {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => panic!("restart failed: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// `CLIENT KILL TYPE normal` and `TYPE pubsub`: drops every client connection.
+    pub fn kill_clients(&self) {
+        let mut con = self.conn();
+        let me: i64 = redis::cmd("CLIENT").arg("ID").query(&mut con).unwrap();
+        for kind in ["pubsub", "normal"] {
+            let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .arg("SKIPME")
+                .arg("yes")
+                .query(&mut con);
+        }
+        let _ = me;
+    }
+
+    /// `SCRIPT FLUSH`: the next EVALSHA of every script answers NOSCRIPT.
+    pub fn flush_scripts(&self) {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut self.conn())
+            .unwrap();
+    }
+
+    /// Sum of calls of one command from `INFO commandstats` (e.g. `"evalsha"`).
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .unwrap();
+        let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls `check` until it returns `true` or `timeout` passes; returns the final answer.
+///
+/// For state that lives only in Redis (a TTL running out) there is no event to await: this is
+/// the honest way to wait for it, with a bound, instead of a fixed sleep.
+pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
