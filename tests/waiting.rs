@@ -1,0 +1,251 @@
+//! Waiting: woken by the unlock message (not by polling or the TTL), bounded waits, the TTL
+//! fallback, pub/sub reconnects, and cancellation at any point leaving nothing behind.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use redisson_lock::LockClient;
+use support::{eventually, RedisServer};
+use tokio::time::Instant;
+
+/// Holders in these tests take a long fixed lease: a waiter that gets in quickly after the
+/// unlock can only have been woken by the message.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let reply: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
+    match reply.get(1) {
+        Some(redis::Value::Int(n)) => *n,
+        _ => 0,
+    }
+}
+
+/// Waits until `client` has a subscription on the lock's channel (the waiter is parked).
+async fn until_subscribed(server: &RedisServer, name: &str) {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    assert!(
+        eventually(PROMPT, || subscribers(server, &channel) >= 1).await,
+        "the waiter never subscribed to {channel}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_the_unlock_message_without_polling() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter_client = server.client().await;
+    let guard = holder
+        .lock("hot")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock("hot");
+        async move {
+            let g = lock.lock().await.unwrap();
+            (Instant::now(), g)
+        }
+    });
+    until_subscribed(&server, "hot").await;
+    // Parked: over a second of waiting costs no Redis commands at all.
+    let before = server.command_calls("evalsha");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.command_calls("evalsha"), before, "the waiter polls");
+
+    let unlocked_at = Instant::now();
+    guard.unlock().await.unwrap();
+    let (acquired_at, g) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    assert!(
+        acquired_at - unlocked_at < PROMPT,
+        "woken by the message, long before the 30 s lease"
+    );
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_local_waiter_gets_its_turn() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiters = server.client().await;
+    let guard = holder
+        .lock("queue")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let lock = waiters.lock("queue");
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = lock.lock_with_lease(LONG_LEASE).await.unwrap();
+            let n = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(n, 0, "two holders at once");
+            tokio::task::yield_now().await;
+            inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            g.unlock().await.unwrap();
+        }));
+    }
+    until_subscribed(&server, "queue").await;
+    guard.unlock().await.unwrap();
+    // Each unlock message wakes the next one; all five finish far inside one lease.
+    tokio::time::timeout(PROMPT, async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    })
+    .await
+    .expect("a waiter was left waiting for a TTL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_wait_gives_up_on_time() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let other = server.client().await;
+    let _guard = holder
+        .lock("busy")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let got = other
+        .lock("busy")
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(got.is_none());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(other.lock("busy").try_lock().await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_never_unlocks_is_outwaited_by_its_ttl() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    // A crashed holder (another process): no unlock message will ever come.
+    let _: i64 = server.cmd(&[
+        "HSET",
+        "crashed",
+        "0a0a0a0a-0000-4000-8000-000000000000:1",
+        "1",
+    ]);
+    let _: i64 = server.cmd(&["PEXPIRE", "crashed", "600"]);
+    let got = client
+        .lock("crashed")
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        got.is_some(),
+        "the waiter must retry when the holder's TTL runs out"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_survive_a_pubsub_disconnect_and_are_still_woken_by_message() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter_client = server.client().await;
+    let guard = holder
+        .lock("resub")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock("resub");
+        async move { lock.lock().await.unwrap() }
+    });
+    until_subscribed(&server, "resub").await;
+    let _: redis::Value = server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert!(
+        eventually(PROMPT, || subscribers(
+            &server,
+            "redisson_lock__channel:{resub}"
+        ) == 0)
+        .await
+    );
+    // The hub reconnects and resubscribes by itself.
+    until_subscribed(&server, "resub").await;
+    guard.unlock().await.unwrap();
+    let g = tokio::time::timeout(PROMPT, waiter)
+        .await
+        .expect("woken after the resubscription")
+        .unwrap();
+    g.unlock().await.unwrap();
+}
+
+/// Thousands of acquire and unlock futures dropped at random points: afterwards no hold is
+/// left in Redis or in the client. The watchdog timeout is long (60 s), so a leaked hold would
+/// keep the key alive well past the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_at_random_points_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let client = LockClient::with_config(
+        server
+            .config()
+            .with_watchdog_timeout(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::from_os_rng();
+            let mut acquired = 0u32;
+            for i in 0..150 {
+                let lock = client.lock(format!("storm:{}", (t + i) % 4));
+                let budget = Duration::from_micros(rng.random_range(0..3000));
+                let attempt = if i % 2 == 0 {
+                    tokio::time::timeout(budget, lock.lock()).await
+                } else {
+                    tokio::time::timeout(budget, async {
+                        lock.try_lock_for(Duration::from_millis(50))
+                            .await
+                            .map(|g| g.expect("no timeout inside the budget"))
+                    })
+                    .await
+                };
+                if let Ok(Ok(guard)) = attempt {
+                    acquired += 1;
+                    match rng.random_range(0..3) {
+                        0 => drop(guard),
+                        1 => {
+                            let budget = Duration::from_micros(rng.random_range(0..500));
+                            let _ = tokio::time::timeout(budget, guard.unlock()).await;
+                        }
+                        _ => guard.unlock().await.unwrap(),
+                    }
+                }
+            }
+            acquired
+        }));
+    }
+    let mut acquired = 0;
+    for t in tasks {
+        acquired += t.await.unwrap();
+    }
+    assert!(
+        acquired > 0,
+        "the storm never acquired anything: the test proves nothing"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            server.cmd::<Vec<String>>(&["KEYS", "storm:*"]).is_empty()
+        })
+        .await,
+        "a lock was left behind: {:?}",
+        server.cmd::<Vec<String>>(&["KEYS", "storm:*"])
+    );
+    assert_eq!(
+        client.held_locks(),
+        0,
+        "a hold without a guard remains registered"
+    );
+}
