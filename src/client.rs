@@ -136,7 +136,9 @@ impl LockClient {
             config.connect_timeout(),
             config.response_timeout(),
             tasks.clone(),
-        );
+        )
+        .await
+        .map_err(pubsub_error)?;
         let holds = Arc::new(Holds::default());
         let watchdog = Watchdog {
             holds: holds.clone(),
@@ -231,6 +233,17 @@ impl LockClient {
         let _ = flushed.await;
         shared.tasks.cancel();
     }
+}
+
+fn pubsub_error(err: redis::RedisError) -> Error {
+    if err.kind() == redis::ErrorKind::RESP3NotSupported
+        || err.to_string().contains("unknown command 'HELLO'")
+    {
+        return Error::Config(
+            "the server does not speak RESP3 (HELLO 3 refused): waiting on locks needs Redis 6 or newer".into(),
+        );
+    }
+    connect_error(err)
 }
 
 fn connect_error(err: redis::RedisError) -> Error {

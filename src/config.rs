@@ -203,6 +203,12 @@ impl Config {
                 self.watchdog_timeout
             )));
         }
+        if self.watchdog_timeout > crate::watchdog::MAX_LEASE {
+            return Err(Error::Config(format!(
+                "watchdog timeout {:?} is longer than the maximum of 100 years",
+                self.watchdog_timeout
+            )));
+        }
         if self.renewal_interval() >= self.watchdog_timeout {
             return Err(Error::Config(format!(
                 "renewal interval {:?} must be shorter than the watchdog timeout {:?}",

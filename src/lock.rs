@@ -15,7 +15,7 @@ use crate::names;
 use crate::owner::Owner;
 use crate::protocol::{Attempt, KeyKind};
 use crate::release::{Job, PendingAttempt, Unlock};
-use crate::watchdog::{HoldKey, Lease};
+use crate::watchdog::{HoldKey, Lease, MAX_LEASE};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -432,9 +432,9 @@ fn fixed_lease(lease: Duration) -> Result<Lease> {
             "lease must be at least 1 ms, got {lease:?}"
         )));
     }
-    if lease.as_millis() > i64::MAX as u128 {
+    if lease > MAX_LEASE {
         return Err(Error::InvalidArgument(format!(
-            "lease {lease:?} is too long"
+            "lease {lease:?} is longer than the maximum of 100 years"
         )));
     }
     Ok(Lease::Fixed(lease))

@@ -80,14 +80,16 @@ impl Drop for Subscription {
 }
 
 impl Hub {
-    /// Creates the hub and starts its task, which runs until `shutdown` is cancelled.
-    pub(crate) fn start(
+    /// Creates the hub, makes its first connection (so a server that cannot serve pub/sub is
+    /// reported now, not discovered by a waiter later), and starts its task, which runs until
+    /// `shutdown` is cancelled.
+    pub(crate) async fn start(
         connection: redis::ConnectionInfo,
         mode: PublishMode,
         connect_timeout: Duration,
         response_timeout: Duration,
         shutdown: CancellationToken,
-    ) -> Arc<Hub> {
+    ) -> redis::RedisResult<Arc<Hub>> {
         let (commands, rx) = mpsc::unbounded_channel();
         let hub = Arc::new(Hub {
             channels: Mutex::new(HashMap::new()),
@@ -109,8 +111,9 @@ impl Hub {
             response_timeout,
             commands: rx,
         };
-        tokio::spawn(task.run(shutdown));
-        hub
+        let first = task.connect().await?;
+        tokio::spawn(task.run(first, shutdown));
+        Ok(hub)
     }
 
     /// The current epoch: a waiter that sees it change must retry at once.
@@ -192,6 +195,9 @@ impl Hub {
     }
 }
 
+/// A live pub/sub connection and the pushes it delivers.
+type Connected = (MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>);
+
 struct HubTask {
     hub: Arc<Hub>,
     info: redis::ConnectionInfo,
@@ -202,11 +208,16 @@ struct HubTask {
 }
 
 impl HubTask {
-    async fn run(mut self, shutdown: CancellationToken) {
+    async fn run(mut self, first: Connected, shutdown: CancellationToken) {
         let mut backoff = MIN_BACKOFF;
+        let mut first = Some(first);
         loop {
             let session = async {
-                match self.connect().await {
+                let connected = match first.take() {
+                    Some(connected) => Ok(connected),
+                    None => self.connect().await,
+                };
+                match connected {
                     Ok((conn, pushes)) => {
                         backoff = MIN_BACKOFF;
                         self.serve(conn, pushes).await
@@ -231,9 +242,7 @@ impl HubTask {
         self.hub.wake_all();
     }
 
-    async fn connect(
-        &self,
-    ) -> redis::RedisResult<(MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>)> {
+    async fn connect(&self) -> redis::RedisResult<Connected> {
         let (tx, rx) = mpsc::unbounded_channel();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))

@@ -23,6 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::Protocol;
 
+/// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
+/// with an error *after* the script's earlier writes, so the bound is checked before sending.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// How a hold's lease is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lease {

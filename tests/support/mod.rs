@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod java;
+
 use redisson_lock::{Config, LockClient};
 
 /// A `redis-server` child process on `127.0.0.1:<port>`, killed on drop.
