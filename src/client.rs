@@ -116,8 +116,8 @@ impl LockClient {
     /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
     pub async fn with_config(config: Config) -> Result<LockClient> {
         config.validate()?;
-        let client = redis::Client::open(config.connection.clone())
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let info = config.connection_info()?;
+        let client = redis::Client::open(info.clone()).map_err(|e| Error::Config(e.to_string()))?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.connect_timeout()))
             .set_response_timeout(Some(config.response_timeout()))
@@ -131,7 +131,7 @@ impl LockClient {
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(
-            config.connection.clone(),
+            info,
             config.publish_mode(),
             config.connect_timeout(),
             config.response_timeout(),
@@ -250,8 +250,10 @@ fn connect_error(err: redis::RedisError) -> Error {
     if err.kind() == redis::ErrorKind::AuthenticationFailed
         || err.code() == Some("WRONGPASS")
         || err.code() == Some("NOAUTH")
-        || err.code() == Some("NOPERM")
     {
+        return Error::Authentication(err);
+    }
+    if err.code() == Some("NOPERM") {
         return Error::Redis(err);
     }
     Error::Connection(err)

@@ -75,6 +75,7 @@ pub struct Config {
     key_prefix: String,
     response_timeout: Duration,
     connect_timeout: Duration,
+    tls_root_cert: Option<Vec<u8>>,
 }
 
 impl Config {
@@ -111,6 +112,7 @@ impl Config {
             key_prefix: String::new(),
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(5),
+            tls_root_cert: None,
         }
     }
 
@@ -156,6 +158,41 @@ impl Config {
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
+    }
+
+    /// Trusts the certificate authority in `pem` (instead of the system's roots) for a
+    /// `rediss://` URL: for servers with a private CA.
+    ///
+    /// ```
+    /// # use redisson_lock::Config;
+    /// let pem = b"-----BEGIN CERTIFICATE-----\n...\n-----END CERTIFICATE-----\n".to_vec();
+    /// let config = Config::from_url("rediss://redis.internal:6380")?.with_tls_root_cert(pem);
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn with_tls_root_cert(mut self, pem: Vec<u8>) -> Self {
+        self.tls_root_cert = Some(pem);
+        self
+    }
+
+    /// The connection info to use, with TLS trust settings applied.
+    pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo> {
+        match &self.tls_root_cert {
+            None => Ok(self.connection.clone()),
+            #[cfg(feature = "tls")]
+            Some(pem) => {
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                };
+                redis::Client::build_with_tls(self.connection.clone(), certs)
+                    .map(|client| client.get_connection_info().clone())
+                    .map_err(|e| Error::Config(format!("unusable TLS settings: {e}")))
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(_) => unreachable!("set only with the tls feature"),
+        }
     }
 
     /// The watchdog timeout.
@@ -243,6 +280,10 @@ impl fmt::Debug for Config {
             .field("key_prefix", &self.key_prefix)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field(
+                "tls_root_cert",
+                &self.tls_root_cert.as_ref().map(|_| "<pem>"),
+            )
             .finish()
     }
 }

@@ -65,6 +65,11 @@ pub enum Error {
     #[error("connection to redis failed: {0}")]
     Connection(#[source] redis::RedisError),
 
+    /// Redis refused the credentials (wrong user or password, or no `AUTH` given). The
+    /// password never appears in this error.
+    #[error("redis refused the login: {0}")]
+    Authentication(#[source] redis::RedisError),
+
     /// Redis answered with an error this crate does not classify further.
     #[error("redis error: {0}")]
     Redis(#[source] redis::RedisError),
@@ -108,6 +113,11 @@ impl Error {
         }
     }
 
+    /// Redis refused the login.
+    pub fn is_authentication(&self) -> bool {
+        matches!(self, Error::Authentication(_))
+    }
+
     /// The client was shut down.
     pub fn is_shutdown(&self) -> bool {
         matches!(self, Error::Shutdown)
@@ -140,6 +150,5 @@ pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
-        || err.is_unrecoverable_error()
         || err.code() == Some("LOADING")
 }

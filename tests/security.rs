@@ -1,0 +1,217 @@
+//! Least privilege and transport security: an ACL user limited to what the lock needs (the
+//! ACL documented in the README), and `rediss://` against a server with a throwaway CA.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use redisson_lock::{Config, LockClient};
+use support::{eventually, RedisServer};
+
+/// The ACL from the README, for locks under the key prefix `locks:`.
+const LOCKER_ACL: &[&str] = &[
+    "ACL",
+    "SETUSER",
+    "locker",
+    "reset",
+    "on",
+    ">locker-pass",
+    "~locks:*",
+    "~redisson_unlock_latch:*",
+    "~redisson_lock__channel:*",
+    "&redisson_lock__channel:*",
+    "+@connection",
+    "+evalsha",
+    "+eval",
+    "+script|load",
+    "+exists",
+    "+hexists",
+    "+hget",
+    "+hincrby",
+    "+pexpire",
+    "+pttl",
+    "+type",
+    "+get",
+    "+set",
+    "+del",
+    "+publish",
+    "+subscribe",
+    "+unsubscribe",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_least_privilege_acl_user_can_do_everything_the_lock_needs() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(LOCKER_ACL);
+    let url = format!("redis://locker:locker-pass@127.0.0.1:{}", server.port());
+    let config = || {
+        Config::from_url(&url)
+            .unwrap()
+            .with_key_prefix("locks:")
+            .with_watchdog_timeout(Duration::from_millis(1500))
+    };
+    let holder = LockClient::with_config(config()).await.unwrap();
+    let waiter_client = LockClient::with_config(config()).await.unwrap();
+
+    let lock = holder.lock("report");
+    let guard = lock.lock().await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    assert_eq!(lock.hold_count_of(guard.owner()).await.unwrap(), 1);
+    assert!(lock.remaining_lease().await.unwrap().is_some());
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock("report");
+        async move { lock.lock().await.unwrap() }
+    });
+    // Renewal works under the ACL: the lock outlives two leases, and the waiter waits.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!guard.is_lost());
+    assert!(!waiter.is_finished());
+    guard.unlock().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter woken under the ACL")
+        .unwrap();
+    assert!(waiter_client.lock("report").force_unlock().await.unwrap());
+    drop(next);
+
+    // And nothing more: other keys and dangerous commands are refused.
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let no_perm = |r: redis::RedisResult<()>| {
+        r.is_err_and(|e| e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm))
+    };
+    assert!(no_perm(
+        redis::cmd("SET").arg("other").arg("x").query(&mut con)
+    ));
+    assert!(no_perm(redis::cmd("FLUSHALL").query(&mut con)));
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "other"]), 0);
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl must be on PATH");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1, in `dir`.
+fn make_certificates(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=redisson-lock test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+    );
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_with_a_private_ca_works_and_unknown_cas_are_refused() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certificates(certs.path());
+    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
+    let tls_port = support::free_port().to_string();
+    let server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        &path("server.crt"),
+        "--tls-key-file",
+        &path("server.key"),
+        "--tls-ca-cert-file",
+        &path("ca.crt"),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let url = format!("rediss://127.0.0.1:{tls_port}");
+
+    // Without our CA the certificate is not trusted: no silent downgrade, no blind trust.
+    let err = LockClient::connect(&url).await.unwrap_err();
+    assert!(err.is_connection(), "{err}");
+
+    let ca = std::fs::read(certs.path().join("ca.crt")).unwrap();
+    let config = Config::from_url(&url)
+        .unwrap()
+        .with_tls_root_cert(ca)
+        .with_watchdog_timeout(Duration::from_millis(1500));
+    let holder = LockClient::with_config(config.clone()).await.unwrap();
+    let waiter_client = LockClient::with_config(config).await.unwrap();
+    let guard = holder.lock("secure").lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = waiter_client.lock("secure");
+        async move { lock.lock().await.unwrap() }
+    });
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let reply: Vec<redis::Value> =
+                server.cmd(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{secure}"]);
+            matches!(reply.get(1), Some(redis::Value::Int(1)))
+        })
+        .await
+    );
+    guard.unlock().await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter woken over TLS")
+        .unwrap();
+    next.unlock().await.unwrap();
+}
