@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs every check and test on a fresh machine: installs redis-server if missing, then
-# formatting, clippy, and the whole test suite (unit, integration, doc tests).
+# Runs every check and test on a fresh machine: installs what is missing (redis-server,
+# openssl, a JDK and Maven), builds the Redisson interop agents, then formatting, clippy,
+# and the whole test suite (unit, integration, interop against real Redisson, doc tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-redis.sh
+scripts/ensure-deps.sh
+interop/build.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo test --all-targets

@@ -1,0 +1,42 @@
+//! Compile-time checks: public types and the futures of public async fns are `Send` (and
+//! guards `'static`), so they work in `tokio::spawn`. A `!Send` future here — say, a
+//! `parking_lot` guard held across an `.await` — fails the build, not a user's.
+
+use std::time::Duration;
+
+use redisson_lock::{Config, Error, Lock, LockClient, LockGuard, Owner};
+
+fn is_send<T: Send>(_: &T) {}
+fn is_send_sync_static<T: Send + Sync + 'static>() {}
+
+#[test]
+fn public_types_are_send_sync_and_static() {
+    is_send_sync_static::<LockClient>();
+    is_send_sync_static::<Lock>();
+    is_send_sync_static::<LockGuard>();
+    is_send_sync_static::<Owner>();
+    is_send_sync_static::<Config>();
+    is_send_sync_static::<Error>();
+    is_send_sync_static::<redisson_lock::blocking::LockClient>();
+    is_send_sync_static::<redisson_lock::blocking::Lock>();
+    is_send_sync_static::<redisson_lock::blocking::LockGuard>();
+}
+
+/// Never run: it only has to compile.
+#[allow(dead_code, unused_must_use)]
+async fn futures_are_send(client: LockClient, lock: Lock, guard: LockGuard) {
+    is_send(&LockClient::connect("redis://127.0.0.1"));
+    is_send(&client.shutdown());
+    is_send(&lock.lock());
+    is_send(&lock.lock_with_lease(Duration::from_secs(1)));
+    is_send(&lock.try_lock());
+    is_send(&lock.try_lock_for(Duration::from_secs(1)));
+    is_send(&lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(1)));
+    is_send(&lock.force_unlock());
+    is_send(&lock.is_locked());
+    is_send(&lock.hold_count());
+    is_send(&lock.remaining_lease());
+    is_send(&Owner::new().scope(lock.lock()));
+    is_send(&guard.lost());
+    is_send(&guard.unlock());
+}
