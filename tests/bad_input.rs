@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redisson_lock::{Config, Error, LockClient, Owner};
-use support::{eventually, RedisServer};
+use support::{spawn_waiter, RedisServer};
 
 /// Everything in the database, as `key -> (type, dump of the value)`.
 fn snapshot(server: &RedisServer) -> HashMap<String, (String, String)> {
@@ -39,13 +39,9 @@ fn snapshot(server: &RedisServer) -> HashMap<String, (String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_by_a_non_owner_changes_nothing() {
     let server = RedisServer::start();
-    let client = LockClient::with_config(
-        server
-            .config()
-            .with_watchdog_timeout(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let client = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(60)))
+        .await;
     let stale = client.lock("owned").lock().await.unwrap();
     let _: i64 = server.cmd(&["DEL", "owned"]);
     // Another client (another JVM, say) now holds it.
@@ -79,13 +75,9 @@ async fn unlock_by_a_non_owner_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_released_elsewhere_cannot_be_released_again() {
     let server = RedisServer::start();
-    let client = LockClient::with_config(
-        server
-            .config()
-            .with_watchdog_timeout(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let client = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(60)))
+        .await;
     let lock = client.lock("twice");
     let guard = lock.lock().await.unwrap();
     assert!(lock.force_unlock().await.unwrap());
@@ -220,18 +212,9 @@ async fn names_with_braces_follow_the_hash_tag_rule() {
             .lock_with_lease(Duration::from_secs(30))
             .await
             .unwrap();
-        let waiter = tokio::spawn({
-            let lock = waiter_client.lock(name);
-            async move { lock.lock().await.unwrap() }
-        });
-        assert!(
-            eventually(Duration::from_secs(5), || {
-                let reply: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-                matches!(reply.get(1), Some(redis::Value::Int(1)))
-            })
-            .await,
-            "waiter for {name} not on {channel}"
-        );
+        let waiter = spawn_waiter(&waiter_client, name);
+        // The waiter parks on the channel the rule names, and is woken there.
+        server.until_subscribers(channel, 1).await;
         g.unlock().await.unwrap();
         let next = tokio::time::timeout(Duration::from_secs(5), waiter)
             .await

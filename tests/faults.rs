@@ -11,19 +11,11 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use redisson_lock::{LockClient, Owner};
-use support::{eventually, RedisServer};
+use support::{channel, eventually, spawn_waiter, RedisServer};
 
 const LEASE: Duration = Duration::from_millis(1500);
 const LONG_LEASE: Duration = Duration::from_secs(30);
 const PROMPT: Duration = Duration::from_secs(5);
-
-fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    let reply: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    match reply.get(1) {
-        Some(redis::Value::Int(n)) => *n,
-        _ => 0,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_with_data_loss_frees_waiters_and_tells_holders() {
@@ -31,17 +23,8 @@ async fn restart_with_data_loss_frees_waiters_and_tells_holders() {
     let holder = server.client().await;
     let waiter_client = server.client().await;
     let guard = holder.lock("restart").lock().await.unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("restart");
-        async move { lock.lock().await.unwrap() }
-    });
-    assert!(
-        eventually(PROMPT, || subscribers(
-            &server,
-            "redisson_lock__channel:{restart}"
-        ) == 1)
-        .await
-    );
+    let waiter = spawn_waiter(&waiter_client, "restart");
+    server.until_subscribers(&channel("restart"), 1).await;
 
     server.restart(); // same port, empty
     tokio::time::timeout(PROMPT, guard.lost())
@@ -73,27 +56,13 @@ async fn killed_connections_resubscribe_and_renewal_goes_on() {
         .await
         .unwrap();
     let kept = renewed.lock("kept").lock().await.unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("killed");
-        async move { lock.lock().await.unwrap() }
-    });
-    assert!(
-        eventually(PROMPT, || subscribers(
-            &server,
-            "redisson_lock__channel:{killed}"
-        ) == 1)
-        .await
-    );
+    let waiter = spawn_waiter(&waiter_client, "killed");
+    server.until_subscribers(&channel("killed"), 1).await;
 
     server.kill_clients();
+    assert!(eventually(PROMPT, || server.subscribers(&channel("killed")) == 0).await);
     // The hub comes back by itself and subscribes again.
-    assert!(
-        eventually(PROMPT, || subscribers(
-            &server,
-            "redisson_lock__channel:{killed}"
-        ) == 1)
-        .await
-    );
+    server.until_subscribers(&channel("killed"), 1).await;
     // Renewal continues: the watchdog lock outlives two more leases.
     tokio::time::sleep(LEASE * 2).await;
     assert!(!kept.is_lost());
@@ -119,12 +88,8 @@ async fn a_long_outage_ends_with_subscriptions_restored_without_user_traffic() {
         .lock_with_lease(LONG_LEASE)
         .await
         .unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("outage");
-        async move { lock.lock().await.unwrap() }
-    });
-    let channel = "redisson_lock__channel:{outage}";
-    assert!(eventually(PROMPT, || subscribers(&server, channel) == 1).await);
+    let waiter = spawn_waiter(&waiter_client, "outage");
+    server.until_subscribers(&channel("outage"), 1).await;
 
     server.stop();
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -134,10 +99,8 @@ async fn a_long_outage_ends_with_subscriptions_restored_without_user_traffic() {
         1,
         "the lock survived the outage"
     );
-    assert!(
-        eventually(PROMPT, || subscribers(&server, channel) == 1).await,
-        "the subscription did not come back"
-    );
+    // The subscription comes back with no lock call made in the meantime.
+    server.until_subscribers(&channel("outage"), 1).await;
     guard.unlock().await.unwrap();
     let got = tokio::time::timeout(PROMPT, waiter)
         .await
@@ -314,13 +277,9 @@ async fn unlock_resent_after_timeouts_never_drifts_the_hold_count() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_storm_leaves_no_lock_behind() {
     let server = RedisServer::start();
-    let client = LockClient::with_config(
-        server
-            .config()
-            .with_watchdog_timeout(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let client = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(60)))
+        .await;
     let tasks = 16;
     let per_task = 10_000 / tasks;
     let mut handles = Vec::new();

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use redisson_lock::{Config, LockClient};
-use support::{eventually, RedisServer};
+use support::{channel, spawn_waiter, RedisServer};
 
 /// The ACL from the README, for locks under the key prefix `locks:`.
 const LOCKER_ACL: &[&str] = &[
@@ -60,10 +60,7 @@ async fn a_least_privilege_acl_user_can_do_everything_the_lock_needs() {
     assert!(lock.is_locked().await.unwrap());
     assert_eq!(lock.hold_count_of(guard.owner()).await.unwrap(), 1);
     assert!(lock.remaining_lease().await.unwrap().is_some());
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("report");
-        async move { lock.lock().await.unwrap() }
-    });
+    let waiter = spawn_waiter(&waiter_client, "report");
     // Renewal works under the ACL: the lock outlives two leases, and the waiter waits.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!guard.is_lost());
@@ -196,18 +193,8 @@ async fn rediss_with_a_private_ca_works_and_unknown_cas_are_refused() {
     let holder = LockClient::with_config(config.clone()).await.unwrap();
     let waiter_client = LockClient::with_config(config).await.unwrap();
     let guard = holder.lock("secure").lock().await.unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("secure");
-        async move { lock.lock().await.unwrap() }
-    });
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            let reply: Vec<redis::Value> =
-                server.cmd(&["PUBSUB", "NUMSUB", "redisson_lock__channel:{secure}"]);
-            matches!(reply.get(1), Some(redis::Value::Int(1)))
-        })
-        .await
-    );
+    let waiter = spawn_waiter(&waiter_client, "secure");
+    server.until_subscribers(&channel("secure"), 1).await;
     guard.unlock().await.unwrap();
     let next = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await

@@ -6,30 +6,13 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{eventually, RedisServer};
+use support::{channel, eventually, spawn_waiter, RedisServer};
 use tokio::time::Instant;
 
 /// Holders in these tests take a long fixed lease: a waiter that gets in quickly after the
 /// unlock can only have been woken by the message.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 const PROMPT: Duration = Duration::from_secs(5);
-
-fn subscribers(server: &RedisServer, channel: &str) -> i64 {
-    let reply: Vec<redis::Value> = server.cmd(&["PUBSUB", "NUMSUB", channel]);
-    match reply.get(1) {
-        Some(redis::Value::Int(n)) => *n,
-        _ => 0,
-    }
-}
-
-/// Waits until `client` has a subscription on the lock's channel (the waiter is parked).
-async fn until_subscribed(server: &RedisServer, name: &str) {
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    assert!(
-        eventually(PROMPT, || subscribers(server, &channel) >= 1).await,
-        "the waiter never subscribed to {channel}"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_is_woken_by_the_unlock_message_without_polling() {
@@ -49,7 +32,7 @@ async fn waiter_is_woken_by_the_unlock_message_without_polling() {
             (Instant::now(), g)
         }
     });
-    until_subscribed(&server, "hot").await;
+    server.until_subscribers(&channel("hot"), 1).await;
     // Parked: over a second of waiting costs no Redis commands at all.
     let before = server.command_calls("evalsha");
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -89,7 +72,7 @@ async fn every_local_waiter_gets_its_turn() {
             g.unlock().await.unwrap();
         }));
     }
-    until_subscribed(&server, "queue").await;
+    server.until_subscribers(&channel("queue"), 1).await;
     guard.unlock().await.unwrap();
     // Each unlock message wakes the next one; all five finish far inside one lease.
     tokio::time::timeout(PROMPT, async {
@@ -155,21 +138,12 @@ async fn waiters_survive_a_pubsub_disconnect_and_are_still_woken_by_message() {
         .lock_with_lease(LONG_LEASE)
         .await
         .unwrap();
-    let waiter = tokio::spawn({
-        let lock = waiter_client.lock("resub");
-        async move { lock.lock().await.unwrap() }
-    });
-    until_subscribed(&server, "resub").await;
+    let waiter = spawn_waiter(&waiter_client, "resub");
+    server.until_subscribers(&channel("resub"), 1).await;
     let _: redis::Value = server.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
-    assert!(
-        eventually(PROMPT, || subscribers(
-            &server,
-            "redisson_lock__channel:{resub}"
-        ) == 0)
-        .await
-    );
+    assert!(eventually(PROMPT, || server.subscribers(&channel("resub")) == 0).await);
     // The hub reconnects and resubscribes by itself.
-    until_subscribed(&server, "resub").await;
+    server.until_subscribers(&channel("resub"), 1).await;
     guard.unlock().await.unwrap();
     let g = tokio::time::timeout(PROMPT, waiter)
         .await

@@ -162,6 +162,31 @@ impl RedisServer {
             .expect("connect LockClient")
     }
 
+    /// A connected [`LockClient`] with [`RedisServer::config`] adjusted by `adjust`.
+    pub async fn client_with(&self, adjust: impl FnOnce(Config) -> Config) -> LockClient {
+        LockClient::with_config(adjust(self.config()))
+            .await
+            .expect("connect LockClient")
+    }
+
+    /// How many clients are subscribed to `channel` (`PUBSUB NUMSUB`).
+    pub fn subscribers(&self, channel: &str) -> i64 {
+        let reply: Vec<redis::Value> = self.cmd(&["PUBSUB", "NUMSUB", channel]);
+        match reply.get(1) {
+            Some(redis::Value::Int(n)) => *n,
+            _ => 0,
+        }
+    }
+
+    /// Waits (up to 5 s, else panics) until `channel` has at least `n` subscribers: waiters
+    /// subscribe before they park, so this is the event "the waiter is waiting".
+    pub async fn until_subscribers(&self, channel: &str, n: i64) {
+        assert!(
+            eventually(Duration::from_secs(5), || self.subscribers(channel) >= n).await,
+            "{channel} never reached {n} subscriber(s)"
+        );
+    }
+
     /// Runs one command and returns its reply.
     pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         let mut c = redis::cmd(args[0]);
@@ -235,6 +260,24 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The channel Redisson and this crate publish a plain-named lock's unlock on.
+pub fn channel(name: &str) -> String {
+    assert!(
+        !name.contains('{'),
+        "use the hash-tag rule by hand for {name}"
+    );
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// Spawns a task blocked in `lock()` on `name`; it yields the guard once acquired.
+pub fn spawn_waiter(
+    client: &LockClient,
+    name: &str,
+) -> tokio::task::JoinHandle<redisson_lock::LockGuard> {
+    let lock = client.lock(name);
+    tokio::spawn(async move { lock.lock().await.expect("waiter acquires") })
 }
 
 /// Polls `check` until it returns `true` or `timeout` passes; returns the final answer.
