@@ -174,9 +174,12 @@ impl LockGuard {
         };
         let result = unlock.run(&hold.shared.protocol).await;
         pending.unlock = None;
+        if let Ok((_, _, latch)) = &result {
+            hold.shared.send_job(Job::DeleteLatch(latch.clone()));
+        }
         match result {
-            Ok((Release::Released, _)) => Ok(()),
-            Ok((Release::StillHeld, sent_at)) => {
+            Ok((Release::Released, _, _)) => Ok(()),
+            Ok((Release::StillHeld, sent_at, _)) => {
                 hold.shared.holds.lease_reset(
                     &hold.hold_key(),
                     hold.ticket.entry_id,
@@ -185,7 +188,7 @@ impl LockGuard {
                 );
                 Ok(())
             }
-            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
+            Ok((Release::NotHeld, _, _)) => Err(Error::NotOwner {
                 lock: hold.name.to_string(),
                 owner: hold.field.to_string(),
             }),

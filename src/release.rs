@@ -51,9 +51,13 @@ impl Unlock {
         }
     }
 
-    /// Sends the unlock, re-sending it (same latch) after connection errors; deletes the latch
-    /// once an answer is read. Returns the send time of the attempt that answered.
-    pub(crate) async fn run(&self, protocol: &Protocol) -> redis::RedisResult<(Release, Instant)> {
+    /// Sends the unlock, re-sending it (same latch) after connection errors. Returns the answer,
+    /// the send time of the attempt that answered, and the latch key, which the caller deletes
+    /// (it has served its purpose once an answer is read; it would expire anyway).
+    pub(crate) async fn run(
+        &self,
+        protocol: &Protocol,
+    ) -> redis::RedisResult<(Release, Instant, String)> {
         let latch = names::unlock_latch(&self.key, &self.request_id);
         let mut attempt = 1;
         loop {
@@ -62,10 +66,7 @@ impl Unlock {
                 .unlock(&self.key, &self.channel, &latch, self.lease_ms, &self.field)
                 .await
             {
-                Ok(release) => {
-                    protocol.delete_latch(&latch).await;
-                    return Ok((release, sent_at));
-                }
+                Ok(release) => return Ok((release, sent_at, latch)),
                 Err(err)
                     if attempt < UNLOCK_ATTEMPTS && crate::error::is_connection_error(&err) =>
                 {
@@ -89,6 +90,8 @@ pub(crate) enum Job {
     Unlock(Unlock),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
     Settle(PendingAttempt, Unlock),
+    /// Delete an unlock latch whose answer has been read (off the unlocking caller's path).
+    DeleteLatch(String),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }
@@ -103,6 +106,10 @@ pub(crate) async fn run_release_task(protocol: Protocol, mut jobs: mpsc::Unbound
                 Some(Job::Flush(done)) => {
                     while running.join_next().await.is_some() {}
                     let _ = done.send(());
+                }
+                Some(Job::DeleteLatch(latch)) => {
+                    let protocol = protocol.clone();
+                    running.spawn(async move { protocol.delete_latch(&latch).await });
                 }
                 Some(Job::Unlock(unlock)) => {
                     let protocol = protocol.clone();
@@ -126,10 +133,12 @@ pub(crate) async fn run_release_task(protocol: Protocol, mut jobs: mpsc::Unbound
 
 async fn release_quietly(protocol: &Protocol, unlock: &Unlock) {
     match unlock.run(protocol).await {
-        Ok((Release::NotHeld, _)) => {
-            tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone")
+        Ok((release, _, latch)) => {
+            protocol.delete_latch(&latch).await;
+            if release == Release::NotHeld {
+                tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone");
+            }
         }
-        Ok(_) => {}
         Err(err) => tracing::warn!(
             lock = %unlock.name, error = %err,
             "background unlock failed; the lock expires when its lease runs out"
