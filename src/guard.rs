@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::protocol::Release;
 use crate::release::{Job, Unlock};
-use crate::watchdog::{HoldKey, Lease, Surrender, Ticket};
+use crate::watchdog::{HoldKey, Lease, LostReason, Surrender, Ticket};
 
 /// Proof of one hold of a lock; releasing it releases that hold.
 ///
@@ -87,7 +87,7 @@ impl std::fmt::Debug for LockGuard {
             d.field("name", &h.name)
                 .field("owner", &h.field)
                 .field("lease", &h.lease)
-                .field("lost", &h.ticket.lost.is_cancelled());
+                .field("lost", &h.ticket.lost.reason());
         }
         d.finish()
     }
@@ -129,7 +129,12 @@ impl LockGuard {
 
     /// `true` once the lock-lost signal has fired.
     pub fn is_lost(&self) -> bool {
-        self.hold().ticket.lost.is_cancelled()
+        self.hold().ticket.lost.is_fired()
+    }
+
+    /// Why the lock was lost, once the lock-lost signal has fired (`None` before).
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold().ticket.lost.reason()
     }
 
     /// Completes when the lock is lost (see the type's docs). Never completes while the hold
@@ -138,13 +143,13 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold().ticket.lost.clone().cancelled_owned()
+        self.hold().ticket.lost.token().clone().cancelled_owned()
     }
 
     /// A cancellation token cancelled when the lock is lost, for code that already speaks
     /// `tokio_util` tokens. Cancelling it yourself does not affect the lock or other guards.
     pub fn lost_token(&self) -> CancellationToken {
-        self.hold().ticket.lost.child_token()
+        self.hold().ticket.lost.token().child_token()
     }
 
     /// Releases this hold and reports the outcome.

@@ -1,11 +1,21 @@
-//! Redisson's naming rules for the keys and channels derived from a lock's name.
+//! Redisson's naming rules for the keys and channels derived from a lock's key.
 //!
-//! Derived names carry the lock's name in a cluster hash tag so they share its slot, unless the
-//! name already contains `{`, in which case the user's own tag is trusted as is (even a
-//! malformed one: the rule is copied exactly so both sides compute the same names).
+//! Derived names carry the lock's key in a cluster hash tag so they share its slot, unless the
+//! key already contains `{`, in which case the user's own tag is trusted as is (even a
+//! malformed one: the rule is copied exactly so both sides compute the same names). Tools that
+//! inspect other Redisson layouts (fenced, read-write, fair locks) build their names with
+//! [`prefixed`] and [`suffixed`].
+//!
+//! ```
+//! use redisson_lock::names;
+//!
+//! assert_eq!(names::lock_channel("orders"), "redisson_lock__channel:{orders}");
+//! assert_eq!(names::prefixed("redisson_lock_token", "orders"), "redisson_lock_token:{orders}");
+//! assert_eq!(names::prefixed("redisson_lock_token", "{eu}:orders"), "redisson_lock_token:{eu}:orders");
+//! ```
 
 /// `prefix:{name}`, or `prefix:name` when `name` contains `{`.
-pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+pub fn prefixed(prefix: &str, name: &str) -> String {
     if name.contains('{') {
         format!("{prefix}:{name}")
     } else {
@@ -14,8 +24,11 @@ pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
 }
 
 /// `{name}:suffix`, or `name:suffix` when `name` contains `{`.
-#[allow(dead_code)] // used by the read-write lock layout; kept with its sibling rule.
-pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+///
+/// ```
+/// assert_eq!(redisson_lock::names::suffixed("rw", "ab:1"), "{rw}:ab:1");
+/// ```
+pub fn suffixed(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
     } else {
@@ -23,13 +36,18 @@ pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
     }
 }
 
-/// The pub/sub channel an RLock's unlock publishes on.
-pub(crate) fn lock_channel(key: &str) -> String {
+/// The pub/sub channel an RLock's unlock publishes on (`key` includes any key prefix).
+pub fn lock_channel(key: &str) -> String {
     prefixed("redisson_lock__channel", key)
 }
 
-/// The unlock latch key for one logical unlock request.
-pub(crate) fn unlock_latch(key: &str, request_id: &str) -> String {
+/// The unlock latch key for one logical unlock request (32 hex characters of request id).
+///
+/// ```
+/// let latch = redisson_lock::names::unlock_latch("orders", "00112233445566778899aabbccddeeff");
+/// assert_eq!(latch, "redisson_unlock_latch:{orders}:00112233445566778899aabbccddeeff");
+/// ```
+pub fn unlock_latch(key: &str, request_id: &str) -> String {
     let mut latch = prefixed("redisson_unlock_latch", key);
     latch.push(':');
     latch.push_str(request_id);

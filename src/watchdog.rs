@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -47,6 +47,66 @@ impl Lease {
     }
 }
 
+/// Why a lock was lost (see [`LockGuard::lost_reason`](crate::LockGuard::lost_reason)).
+///
+/// ```
+/// use redisson_lock::LostReason;
+///
+/// let reason = LostReason::Gone;
+/// assert_eq!(reason.to_string(), "renewal found the lock deleted or held by another owner");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Renewal found the lock deleted, expired, or held by another owner.
+    Gone,
+    /// A whole lease passed without a confirmed renewal (Redis unreachable or too slow), so the
+    /// lock may have expired.
+    Unconfirmed,
+    /// The fixed lease ran out.
+    LeaseExpired,
+    /// The client shut down and released it.
+    Shutdown,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => "renewal found the lock deleted or held by another owner",
+            LostReason::Unconfirmed => "no renewal was confirmed for a whole lease",
+            LostReason::LeaseExpired => "the fixed lease ran out",
+            LostReason::Shutdown => "the client shut down",
+        })
+    }
+}
+
+/// The lock-lost signal shared by the guards of one entry: a token, and why it fired.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LostSignal {
+    token: CancellationToken,
+    reason: Arc<OnceLock<LostReason>>,
+}
+
+impl LostSignal {
+    /// Fires the signal; the first reason given sticks.
+    pub(crate) fn fire(&self, reason: LostReason) {
+        let _ = self.reason.set(reason);
+        self.token.cancel();
+    }
+
+    pub(crate) fn is_fired(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        self.reason.get().copied()
+    }
+
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
 /// Identifies one entry: a lock key and the owner field holding it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HoldKey {
@@ -63,7 +123,7 @@ struct Entry {
     lease_deadline: Option<Instant>,
     /// When the TTL was last set to a full watchdog lease (request send time).
     last_confirmed: Instant,
-    lost: CancellationToken,
+    lost: LostSignal,
 }
 
 impl Entry {
@@ -76,7 +136,7 @@ impl Entry {
 #[derive(Debug, Clone)]
 pub(crate) struct Ticket {
     pub(crate) entry_id: u64,
-    pub(crate) lost: CancellationToken,
+    pub(crate) lost: LostSignal,
 }
 
 /// What became of a hold when its guard gave it up.
@@ -107,7 +167,7 @@ impl Holds {
             lease_holds: 0,
             lease_deadline: None,
             last_confirmed: sent_at,
-            lost: CancellationToken::new(),
+            lost: LostSignal::default(),
         });
         match lease {
             Lease::Watchdog => {
@@ -133,7 +193,7 @@ impl Holds {
         let Some(entry) = entries.get_mut(hold) else {
             return Surrender::Lost;
         };
-        if entry.id != entry_id || entry.lost.is_cancelled() {
+        if entry.id != entry_id || entry.lost.is_fired() {
             return Surrender::Lost;
         }
         match lease {
@@ -164,11 +224,11 @@ impl Holds {
     }
 
     /// Declares an entry lost: fires its signal and forgets it.
-    pub(crate) fn lose(&self, hold: &HoldKey, entry_id: u64) {
+    pub(crate) fn lose(&self, hold: &HoldKey, entry_id: u64, reason: LostReason) {
         let mut entries = self.entries.lock();
         if entries.get(hold).is_some_and(|e| e.id == entry_id) {
             if let Some(entry) = entries.remove(hold) {
-                entry.lost.cancel();
+                entry.lost.fire(reason);
             }
         }
     }
@@ -179,7 +239,7 @@ impl Holds {
         drained
             .into_iter()
             .map(|(hold, entry)| {
-                entry.lost.cancel();
+                entry.lost.fire(LostReason::Shutdown);
                 (hold, entry.holds())
             })
             .collect()
@@ -226,7 +286,7 @@ impl Holds {
             if stale {
                 if let Some(entry) = entries.remove(hold) {
                     tracing::warn!(key = %hold.key, "lock lost: no renewal confirmed for a whole lease");
-                    entry.lost.cancel();
+                    entry.lost.fire(LostReason::Unconfirmed);
                 }
             }
         }
@@ -251,7 +311,7 @@ impl Holds {
             .collect();
         for hold in expired {
             if let Some(entry) = entries.remove(&hold) {
-                entry.lost.cancel();
+                entry.lost.fire(LostReason::LeaseExpired);
             }
         }
     }
@@ -303,7 +363,7 @@ impl Watchdog {
                             self.holds.confirm(hold, *id, sent_at);
                         } else {
                             tracing::warn!(key = %hold.key, "lock lost: renewal found it gone");
-                            self.holds.lose(hold, *id);
+                            self.holds.lose(hold, *id, LostReason::Gone);
                         }
                     }
                 }
@@ -366,8 +426,8 @@ mod tests {
         let holds = Holds::default();
         let now = Instant::now();
         let old = holds.register(hold("k"), Lease::Watchdog, now);
-        holds.lose(&hold("k"), old.entry_id);
-        assert!(old.lost.is_cancelled());
+        holds.lose(&hold("k"), old.entry_id, LostReason::Gone);
+        assert_eq!(old.lost.reason(), Some(LostReason::Gone));
         let new = holds.register(hold("k"), Lease::Watchdog, now);
         assert_ne!(old.entry_id, new.entry_id);
         // The stale guard neither releases nor disturbs the new entry.
@@ -375,8 +435,8 @@ mod tests {
             holds.surrender(&hold("k"), old.entry_id, Lease::Watchdog),
             Surrender::Lost
         );
-        holds.lose(&hold("k"), old.entry_id);
-        assert!(!new.lost.is_cancelled());
+        holds.lose(&hold("k"), old.entry_id, LostReason::Gone);
+        assert!(!new.lost.is_fired());
         assert_eq!(holds.len(), 1);
     }
 
@@ -388,9 +448,9 @@ mod tests {
         let batch = holds.renewal_snapshot();
         let lease = Duration::from_secs(30);
         holds.expire_unconfirmed(&batch, lease, t0 + Duration::from_secs(29));
-        assert!(!t.lost.is_cancelled());
+        assert!(!t.lost.is_fired());
         holds.expire_unconfirmed(&batch, lease, t0 + lease);
-        assert!(t.lost.is_cancelled());
+        assert_eq!(t.lost.reason(), Some(LostReason::Unconfirmed));
     }
 
     #[test]
@@ -404,8 +464,8 @@ mod tests {
             Some(t0 + Duration::from_secs(5))
         );
         holds.expire_leases(t0 + Duration::from_secs(4));
-        assert!(!t.lost.is_cancelled());
+        assert!(!t.lost.is_fired());
         holds.expire_leases(t0 + Duration::from_secs(5));
-        assert!(t.lost.is_cancelled());
+        assert_eq!(t.lost.reason(), Some(LostReason::LeaseExpired));
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use redisson_lock::{blocking, LockClient, Owner};
+use redisson_lock::{blocking, LockClient, LostReason, Owner};
 use support::{eventually, spawn_waiter, RedisServer};
 
 fn hash(server: &RedisServer, key: &str) -> HashMap<String, String> {
@@ -337,6 +337,7 @@ async fn shutdown_releases_everything_and_refuses_later_calls() {
         .keys()
         .all(|f| !f.starts_with(client.client_id())));
     assert!(a.is_lost() && a2.is_lost() && b.is_lost());
+    assert_eq!(a.lost_reason(), Some(LostReason::Shutdown));
     let got = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
         .expect("waiter woken by the shutdown's unlock")

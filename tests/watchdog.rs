@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redisson_lock::{LockClient, Owner};
+use redisson_lock::{LockClient, LostReason, Owner};
 use support::{eventually, RedisServer};
 
 const LEASE: Duration = Duration::from_millis(1500);
@@ -44,6 +44,7 @@ async fn lock_lost_fires_when_the_key_is_deleted_behind_the_holder() {
         .await
         .expect("lock-lost signal within a lease");
     assert!(token.is_cancelled());
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
     assert_eq!(client.renewed_locks(), 0, "renewal stops for good");
     assert_eq!(
         server.cmd::<i64>(&["EXISTS", "deleted"]),
@@ -103,6 +104,7 @@ async fn a_fixed_lease_expires_unrenewed_and_signals_loss() {
     tokio::time::timeout(Duration::from_secs(3), guard.lost())
         .await
         .expect("lost when the lease runs out");
+    assert_eq!(guard.lost_reason(), Some(LostReason::LeaseExpired));
     assert!(
         eventually(Duration::from_secs(3), || server
             .cmd::<i64>(&["EXISTS", "leased"])
@@ -186,5 +188,6 @@ async fn a_whole_lease_without_confirmed_renewal_is_a_loss() {
     tokio::time::timeout(LEASE * 4, guard.lost())
         .await
         .expect("lost once a whole lease passed unconfirmed");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Unconfirmed));
     assert_eq!(client.renewed_locks(), 0);
 }

@@ -1,0 +1,313 @@
+//! `rlock`: Redisson-compatible distributed locks from the shell.
+//!
+//! ```text
+//! rlock run orders --wait 10s -- ./import.sh      # hold `orders` while the command runs
+//! rlock status orders --json                       # who holds it, how long is left
+//! rlock unlock --force orders                      # delete it whoever holds it
+//! rlock demo                                       # a guided tour on a private redis-server
+//! ```
+//!
+//! Built on the `redisson_lock` library: a lock taken here is the same lock as a Redisson
+//! `RLock` of the same name in a Java service.
+
+mod demo;
+mod demo_server;
+mod duration;
+mod failure;
+mod names;
+mod process;
+mod run;
+mod status;
+mod unlock;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use redisson_lock::{Config, PublishMode};
+
+use crate::duration::parse_duration;
+use crate::failure::{Failure, EXIT_CODES_HELP};
+
+/// Redisson-compatible distributed locks on Redis, from the shell.
+///
+/// A lock taken by rlock is the same lock as a Redisson RLock of the same name in a Java
+/// service (same hash layout, owner fields, TTLs and unlock messages).
+#[derive(Debug, Parser)]
+#[command(name = "rlock", version, after_help = EXIT_CODES_HELP)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every subcommand accepts (the demo ignores those about the server).
+#[derive(Debug, Args)]
+struct Global {
+    /// Redis server URL: redis://[user:password@]host[:port][/db]. Never printed.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    url: String,
+
+    /// Lease of watchdog-renewed locks (renewed every third of it); must match the fleet's
+    /// Redisson lockWatchdogTimeout [default: 30s]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    watchdog_timeout: Option<Duration>,
+
+    /// Prefix put before every lock name (to match a Redisson NameMapper that adds one).
+    #[arg(long, global = true, value_name = "PREFIX", default_value = "")]
+    key_prefix: String,
+
+    /// Command that unlocks use to wake waiters (spublish: sharded pub/sub, Redis >= 7 cluster).
+    #[arg(long, global = true, value_enum, default_value_t = PublishArg::Auto)]
+    publish_mode: PublishArg,
+}
+
+/// `--publish-mode` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PublishArg {
+    /// What Redisson does for this deployment (PUBLISH on a standalone server).
+    Auto,
+    /// Always PUBLISH / SUBSCRIBE.
+    Publish,
+    /// Always SPUBLISH / SSUBSCRIBE.
+    Spublish,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Acquire a lock, run a command while holding it, release it when the command exits.
+    ///
+    /// The lock is renewed by the watchdog (or held for a fixed --lease). The command runs in
+    /// its own process group (unless --foreground). If the lock is lost while it runs, the
+    /// group gets SIGTERM, then SIGKILL after --grace, and rlock exits with 74. SIGINT,
+    /// SIGTERM, SIGHUP and SIGQUIT sent to rlock (Ctrl-C included) are forwarded to the group;
+    /// the lock is released once the command exits. If rlock itself is killed, the command
+    /// gets SIGTERM (Linux). The command sees RLOCK_NAME, RLOCK_KEY and RLOCK_OWNER_FIELD in
+    /// its environment.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Run {
+        /// Name of the lock (the key prefix is added to it).
+        name: String,
+        /// Wait at most this long for the lock (0: give up at once if held) [default: forever]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        wait: Option<Duration>,
+        /// Hold the lock for this fixed lease instead of renewing it (the command is stopped
+        /// if it runs longer).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        lease: Option<Duration>,
+        /// Time between SIGTERM and SIGKILL when the lock is lost.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+        grace: Duration,
+        /// Keep the command in rlock's process group, so it can read from the terminal.
+        /// Signals then go to the command alone, not to the processes it started.
+        #[arg(long)]
+        foreground: bool,
+        /// The command to run, and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<OsString>,
+    },
+    /// Show whether a lock is held, by whom, and how long its lease has left.
+    ///
+    /// Recognises Redisson's layouts: reentrant lock (RLock), fenced lock, read-write lock,
+    /// fair lock (with its waiting queue); reports a key of another type as not a lock.
+    Status {
+        /// Name of the lock (the key prefix is added to it).
+        name: String,
+        /// Print one JSON object instead of text (fields documented in the README).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a lock whoever holds it and wake its waiters (needs --force).
+    ///
+    /// Holders find out at their next renewal. Asks for confirmation on the terminal unless
+    /// --yes is given; without a terminal, --yes is required.
+    Unlock {
+        /// Name of the lock.
+        name: String,
+        /// Required: unlock even though another owner holds the lock.
+        #[arg(long)]
+        force: bool,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Start a private redis-server and play a short story of locks, as a timeline.
+    ///
+    /// Needs redis-server on PATH; ignores --url. Takes about 5 seconds.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
+    match dispatch(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("{failure}");
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Help and version go to stdout with exit 0; a wrong command line is one `rlock:` line and
+/// exit 64 (the full help only when no subcommand was given at all).
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            ExitCode::from(failure::USAGE)
+        }
+        _ => {
+            let text = err.to_string();
+            let first = text.lines().next().unwrap_or("invalid command line");
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!(
+                "{}",
+                Failure::usage(format!("{message} (see `rlock --help`)"))
+            );
+            ExitCode::from(failure::USAGE)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(failure::FAILURE, format!("cannot start the runtime: {e}")))?;
+    match cli.command {
+        Command::Demo => demo::demo(&runtime),
+        Command::Status { name, json } => {
+            let config = config(&cli.global)?;
+            let mut conn = status::connect(&cli.global.url)?;
+            let status = status::inspect(&mut conn, config.key_prefix(), &name)?;
+            let text = if json {
+                format!("{}\n", status.to_json())
+            } else {
+                status.to_text()
+            };
+            print_stdout(&text);
+            Ok(0)
+        }
+        Command::Unlock { name, force, yes } => {
+            let config = config(&cli.global)?;
+            let args = unlock::UnlockArgs { name, force, yes };
+            unlock::unlock(config, &cli.global.url, args, &runtime)
+        }
+        Command::Run {
+            name,
+            wait,
+            lease,
+            grace,
+            foreground,
+            command,
+        } => {
+            if lease == Some(Duration::ZERO) {
+                return Err(Failure::usage("--lease must be longer than 0"));
+            }
+            let config = config(&cli.global)?;
+            let args = run::RunArgs {
+                name,
+                wait,
+                lease,
+                grace,
+                foreground,
+                command,
+            };
+            runtime.block_on(run::run(config, args))
+        }
+    }
+}
+
+/// The library configuration from the global flags.
+fn config(global: &Global) -> Result<Config, Failure> {
+    let mut config = Config::from_url(&global.url)
+        .map_err(Failure::from_lock)?
+        .with_key_prefix(global.key_prefix.clone())
+        .with_publish_mode(match global.publish_mode {
+            PublishArg::Auto => PublishMode::Auto,
+            PublishArg::Publish => PublishMode::Publish,
+            PublishArg::Spublish => PublishMode::SPublish,
+        });
+    if let Some(timeout) = global.watchdog_timeout {
+        config = config.with_watchdog_timeout(timeout);
+    }
+    Ok(config)
+}
+
+/// Writes to stdout, ignoring a closed pipe (`rlock status | head -1` must not panic).
+fn print_stdout(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_the_command_after_the_double_dash() {
+        let cli = Cli::try_parse_from([
+            "rlock", "run", "orders", "--wait", "0", "--", "sh", "-c", "exit 7",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Run {
+                name,
+                wait,
+                command,
+                ..
+            } => {
+                assert_eq!(name, "orders");
+                assert_eq!(wait, Some(Duration::ZERO));
+                assert_eq!(command, ["sh", "-c", "exit 7"]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = Cli::try_parse_from([
+            "rlock",
+            "status",
+            "orders",
+            "--watchdog-timeout",
+            "1500ms",
+            "--key-prefix",
+            "p:",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.global.watchdog_timeout,
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(config(&cli.global).unwrap().key_prefix(), "p:");
+    }
+}

@@ -1,0 +1,193 @@
+//! `rlock run`: hold a lock for as long as a command runs.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use redisson_lock::{Config, LockClient, LockGuard, LostReason};
+
+use crate::duration::format_duration;
+use crate::failure::{self, Failure};
+use crate::process::{self, Signals, Target};
+
+/// What `rlock run` was asked to do.
+pub struct RunArgs {
+    /// The lock's name (the configured key prefix is added to it).
+    pub name: String,
+    /// How long to wait for the lock: `None` forever, zero for a single attempt.
+    pub wait: Option<Duration>,
+    /// A fixed lease (no watchdog), or `None` for a watchdog-renewed lock.
+    pub lease: Option<Duration>,
+    /// How long the command has between SIGTERM and SIGKILL once the lock is lost.
+    pub grace: Duration,
+    /// Keep the command in rlock's process group (so it can read the terminal); signals then
+    /// go to the command alone instead of its whole process group.
+    pub foreground: bool,
+    /// The command and its arguments (at least the command).
+    pub command: Vec<OsString>,
+}
+
+/// How the command ended.
+enum Ending {
+    /// It exited by itself (or after a forwarded signal) with this status.
+    Exited(std::process::ExitStatus),
+    /// The lock was lost first; the command was stopped as described.
+    Lost(&'static str),
+}
+
+/// Acquires the lock, runs the command while holding it, releases it, and returns the exit
+/// code `rlock` must end with (the command's own, or one of [`failure`]'s codes).
+pub async fn run(config: Config, args: RunArgs) -> Result<u8, Failure> {
+    let mut signals = Signals::install()
+        .map_err(|e| Failure::new(failure::FAILURE, format!("cannot handle signals: {e}")))?;
+    let client = LockClient::with_config(config)
+        .await
+        .map_err(Failure::from_lock)?;
+    let result = hold_and_run(&client, &args, &mut signals).await;
+    // Releases anything still held (after an error) and flushes pending unlocks.
+    client.shutdown().await;
+    result
+}
+
+async fn hold_and_run(
+    client: &LockClient,
+    args: &RunArgs,
+    signals: &mut Signals,
+) -> Result<u8, Failure> {
+    let lock = client.lock(args.name.clone());
+    let acquire = async {
+        match (args.wait, args.lease) {
+            (None, None) => lock.lock().await.map(Some),
+            (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
+            (Some(wait), None) => lock.try_lock_for(wait).await,
+            (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
+        }
+    };
+    // Acquiring is cancel safe: a signal while waiting leaves nothing behind.
+    let guard = tokio::select! {
+        acquired = acquire => acquired.map_err(Failure::from_lock)?,
+        signal = signals.recv() => {
+            return Err(Failure::new(
+                128 + signal as u8,
+                format!("interrupted by {signal} while waiting for lock `{}`", args.name),
+            ));
+        }
+    };
+    let Some(guard) = guard else {
+        let wait = args.wait.unwrap_or_default();
+        return Err(Failure::new(
+            failure::NOT_ACQUIRED,
+            format!(
+                "lock `{}` is held by another owner; not acquired within --wait {}",
+                args.name,
+                format_duration(wait)
+            ),
+        ));
+    };
+
+    let program = &args.command[0];
+    let mut command = std::process::Command::new(program);
+    command
+        .args(&args.command[1..])
+        .env("RLOCK_NAME", &args.name)
+        .env("RLOCK_KEY", lock.key())
+        .env("RLOCK_OWNER_FIELD", guard.owner_field());
+    if !args.foreground {
+        // Its own process group, so that signals reach everything it started.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    }
+    process::die_with_parent(&mut command);
+    let mut child = match tokio::process::Command::from(command).spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            let code = if err.kind() == std::io::ErrorKind::NotFound {
+                failure::NOT_FOUND
+            } else {
+                failure::CANNOT_EXECUTE
+            };
+            let _ = guard.unlock().await;
+            return Err(Failure::new(
+                code,
+                format!("cannot run `{}`: {err}", program.to_string_lossy()),
+            ));
+        }
+    };
+    let pid = Pid::from_raw(child.id().expect("a child just spawned has a pid") as i32);
+    let target = if args.foreground {
+        Target::Process(pid)
+    } else {
+        Target::Group(pid)
+    };
+
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let ending = loop {
+        tokio::select! {
+            biased;
+            status = child.wait() => match status {
+                Ok(status) => break Ending::Exited(status),
+                Err(err) => {
+                    // Cannot happen for a child we spawned; stop it rather than lose track.
+                    target.send(Signal::SIGKILL);
+                    return Err(Failure::new(failure::FAILURE, format!("cannot wait for the command: {err}")));
+                }
+            },
+            _ = &mut lost => break Ending::Lost(terminate(&mut child, target, args.grace).await),
+            signal = signals.recv() => target.send(signal),
+        }
+    };
+
+    match ending {
+        Ending::Lost(how) => Err(lost_failure(&args.name, guard.lost_reason(), how)),
+        Ending::Exited(status) => release(guard, &args.name, process::exit_code(status)).await,
+    }
+}
+
+/// Stops the command: SIGTERM, then SIGKILL if it is still running after `grace`. Returns how
+/// it ended, for the message.
+async fn terminate(
+    child: &mut tokio::process::Child,
+    target: Target,
+    grace: Duration,
+) -> &'static str {
+    if let Ok(Some(_)) = child.try_wait() {
+        return "the command had already exited";
+    }
+    target.send(Signal::SIGTERM);
+    if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
+        return "the command was stopped with SIGTERM";
+    }
+    target.send(Signal::SIGKILL);
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    "the command ignored SIGTERM for the grace period and was killed with SIGKILL"
+}
+
+/// Releases the lock after the command exited with `code`; a lock found lost at release turns
+/// the result into [`failure::LOCK_LOST`], since the command may have run unprotected.
+async fn release(guard: LockGuard, name: &str, code: u8) -> Result<u8, Failure> {
+    match guard.unlock().await {
+        Ok(()) => Ok(code),
+        Err(err) if err.is_lock_lost() || err.is_not_owner() => Err(Failure::new(
+            failure::LOCK_LOST,
+            format!(
+                "lock `{name}` was lost before the command finished (it exited with {code}); \
+                 it may have run without the lock"
+            ),
+        )),
+        Err(err) => {
+            // Renewal has stopped: the lock ends with its lease. The command's work is done.
+            eprintln!("rlock: warning: could not release lock `{name}` ({err}); it expires with its lease");
+            Ok(code)
+        }
+    }
+}
+
+fn lost_failure(name: &str, reason: Option<LostReason>, how: &str) -> Failure {
+    let why = reason.map_or_else(|| "lost".to_string(), |r| r.to_string());
+    Failure::new(
+        failure::LOCK_LOST,
+        format!("lock `{name}` was lost while the command ran ({why}); {how}"),
+    )
+}
