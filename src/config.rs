@@ -61,7 +61,7 @@ impl PublishMode {
 /// let config = Config::from_url("redis://:secret@127.0.0.1:6379")?
 ///     .with_watchdog_timeout(Duration::from_secs(10))
 ///     .with_key_prefix("prod:");
-/// assert_eq!(config.renewal_interval(), Duration::from_millis(3333));
+/// assert_eq!(config.renewal_interval(), Duration::from_secs(10) / 3);
 /// assert!(!format!("{config:?}").contains("secret"));
 /// # Ok::<(), redisson_lock::Error>(())
 /// ```
