@@ -6,11 +6,15 @@
 //! lives in `scripts/lua/`, one file per operation, each headed by its KEYS, ARGV and replies.
 //! Scripts run by `EVALSHA`; a `NOSCRIPT` reply (a restarted server, `SCRIPT FLUSH`) loads the
 //! script and runs it again, which is safe because `NOSCRIPT` means nothing ran.
+//!
+//! Each call encodes its `EVALSHA` command once, straight into a [`Cmd`] (redis-rs'
+//! `ScriptInvocation` would copy every key and argument into its own buffer first, then again
+//! into the command), and re-sends that same command after a `NOSCRIPT`.
 
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
-use redis::{RedisResult, Script};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind};
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/lua/acquire.lua")));
@@ -26,6 +30,29 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
 /// How long an unlock latch lives, in ms (Redisson uses roughly 16–20 s).
 pub(crate) const LATCH_TTL_MS: u64 = 20_000;
+
+/// `EVALSHA <sha1> <numkeys>`, with room for `args` more arguments of about `bytes` bytes.
+fn evalsha(script: &Script, numkeys: usize, args: usize, bytes: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(3 + args, 48 + bytes);
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(numkeys);
+    cmd
+}
+
+/// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran) loads the script and
+/// sends the same command again, exactly as `Script::invoke_async` does.
+async fn invoke<T: FromRedisValue>(
+    script: &Script,
+    cmd: &Cmd,
+    conn: &mut ConnectionManager,
+) -> RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        reply => reply,
+    }
+}
 
 /// Outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,15 +108,10 @@ impl Protocol {
         field: &str,
     ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
         let mut conn = self.conn.clone();
-        let key = key.to_owned();
-        let field = field.to_owned();
+        let mut cmd = evalsha(&ACQUIRE, 1, 3, key.len() + field.len() + 20);
+        cmd.arg(key).arg(lease_ms).arg(field);
         async move {
-            let reply: Option<i64> = ACQUIRE
-                .key(&key)
-                .arg(lease_ms)
-                .arg(&field)
-                .invoke_async(&mut conn)
-                .await?;
+            let reply: Option<i64> = invoke(&ACQUIRE, &cmd, &mut conn).await?;
             Ok(match reply {
                 None => Attempt::Acquired,
                 Some(pttl_ms) => Attempt::Held { pttl_ms },
@@ -107,16 +129,17 @@ impl Protocol {
         lease_ms: u64,
         field: &str,
     ) -> RedisResult<Release> {
-        let mut call = UNLOCK.prepare_invoke();
-        call.key(key)
-            .key(channel)
-            .key(latch)
+        let bytes = key.len() + channel.len() + latch.len() + field.len() + 48;
+        let mut cmd = evalsha(&UNLOCK, 3, 8, bytes);
+        cmd.arg(key)
+            .arg(channel)
+            .arg(latch)
             .arg(UNLOCK_MESSAGE)
             .arg(lease_ms)
             .arg(field)
             .arg(self.publish)
             .arg(LATCH_TTL_MS);
-        let reply: Option<i64> = call.invoke_async(&mut self.conn.clone()).await?;
+        let reply: Option<i64> = invoke(&UNLOCK, &cmd, &mut self.conn.clone()).await?;
         Ok(match reply {
             None => Release::NotHeld,
             Some(0) => Release::StillHeld,
@@ -125,39 +148,61 @@ impl Protocol {
     }
 
     /// Deletes an unlock latch once its answer has been read (best effort: it expires anyway).
+    ///
+    /// Fire and forget, as Redisson does: the `DEL` is queued on the connection before this
+    /// returns, so Redis runs it before any later command of this client, but its reply is not
+    /// awaited (the connection reads and drops it). That saves the unlock a round trip.
     pub(crate) async fn delete_latch(&self, latch: &str) {
-        let _: RedisResult<i64> = redis::cmd("DEL")
-            .arg(latch)
-            .query_async(&mut self.conn.clone())
-            .await;
+        let mut cmd = redis::cmd("DEL");
+        cmd.arg(latch).set_no_response(true);
+        let _: RedisResult<()> = cmd.query_async(&mut self.conn.clone()).await;
     }
 
     /// Deletes `key` whoever holds it and publishes the unlock message. `true` if it existed.
     pub(crate) async fn force_unlock(&self, key: &str, channel: &str) -> RedisResult<bool> {
-        let mut call = FORCE_UNLOCK.prepare_invoke();
-        call.key(key)
-            .key(channel)
+        let mut cmd = evalsha(&FORCE_UNLOCK, 2, 4, key.len() + channel.len() + 16);
+        cmd.arg(key)
+            .arg(channel)
             .arg(UNLOCK_MESSAGE)
             .arg(self.publish);
-        let deleted: i64 = call.invoke_async(&mut self.conn.clone()).await?;
+        let deleted: i64 = invoke(&FORCE_UNLOCK, &cmd, &mut self.conn.clone()).await?;
         Ok(deleted == 1)
     }
 
     /// Extends each `(key, field)` still held by its field to `lease_ms`. One bool per entry:
     /// `true` renewed, `false` no longer held by that owner.
-    pub(crate) async fn renew<'a>(
+    ///
+    /// The command is encoded before the returned future is first polled, so the future
+    /// borrows nothing from `entries` and the caller may keep several batches in flight.
+    pub(crate) fn renew<'a, I>(
         &self,
         lease_ms: u64,
-        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> RedisResult<Vec<bool>> {
-        let mut call = RENEW.prepare_invoke();
-        call.arg(lease_ms);
-        let mut n = 0;
-        for (key, field) in entries {
-            call.key(key).arg(field);
+        entries: I,
+    ) -> impl std::future::Future<Output = RedisResult<Vec<bool>>> + Send + 'static
+    where
+        I: IntoIterator<Item = (&'a str, &'a str)>,
+        I::IntoIter: Clone,
+    {
+        let entries = entries.into_iter();
+        let (mut n, mut bytes) = (0, 0);
+        for (key, field) in entries.clone() {
             n += 1;
+            bytes += key.len() + field.len() + 16;
         }
-        let replies: Vec<i64> = call.invoke_async(&mut self.conn.clone()).await?;
+        // EVALSHA sha n key1..keyn lease field1..fieldn
+        let mut cmd = evalsha(&RENEW, n, 2 * n + 1, bytes);
+        for (key, _) in entries.clone() {
+            cmd.arg(key);
+        }
+        cmd.arg(lease_ms);
+        for (_, field) in entries {
+            cmd.arg(field);
+        }
+        let mut conn = self.conn.clone();
+        async move { Self::renewed(invoke(&RENEW, &cmd, &mut conn).await?, n) }
+    }
+
+    fn renewed(replies: Vec<i64>, n: usize) -> RedisResult<Vec<bool>> {
         if replies.len() != n {
             return Err(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,

@@ -6,14 +6,22 @@
 //! entry carries the **lock-lost signal** its guards share.
 //!
 //! One background task per client renews every entry with watchdog holds each interval, in
-//! batched scripts. A reply of 0 means the lock is no longer ours: the entry is dropped and its
-//! guards are told. A failed call is retried next cycle, but once a whole lease has passed since
-//! the last confirmed renewal the lock is treated as lost too. Unlock, guard drop and shutdown
-//! remove entries at once, before anything is sent to Redis, so no renewal outlives its hold.
+//! batched scripts, a few batches in flight at a time. A reply of 0 means the lock is no longer
+//! ours: the entry is dropped and its guards are told. A failed call is retried next cycle, but
+//! once a whole lease has passed since the last confirmed renewal the lock is treated as lost
+//! too. Unlock, guard drop and shutdown remove entries at once, before anything is sent to
+//! Redis, so no renewal outlives its hold.
+//!
+//! Entries live in a slab (a `Vec` of slots) indexed by a hash map from `(key, field)`: a
+//! renewal snapshot remembers each entry's slot, so confirming 100k renewals a cycle costs a
+//! slot access each, not a hash lookup of two strings each.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -148,10 +156,94 @@ pub(crate) enum Surrender {
     Lost,
 }
 
+/// The entries: a slab of slots, and an index from `(key, field)` to slot.
+#[derive(Default)]
+struct Table {
+    index: HashMap<HoldKey, usize>,
+    slots: Vec<Option<Entry>>,
+    free: Vec<usize>,
+}
+
+impl Table {
+    fn get_mut(&mut self, hold: &HoldKey) -> Option<&mut Entry> {
+        self.slots[*self.index.get(hold)?].as_mut()
+    }
+
+    /// The entry in `slot` if it is still entry `id` (slots are reused, ids never are).
+    fn slot_mut(&mut self, slot: usize, id: u64) -> Option<&mut Entry> {
+        self.slots
+            .get_mut(slot)?
+            .as_mut()
+            .filter(|entry| entry.id == id)
+    }
+
+    fn get_or_insert_with(&mut self, hold: HoldKey, new: impl FnOnce() -> Entry) -> &mut Entry {
+        let slot = match self.index.get(&hold) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.free.pop().unwrap_or_else(|| {
+                    self.slots.push(None);
+                    self.slots.len() - 1
+                });
+                self.slots[slot] = Some(new());
+                self.index.insert(hold, slot);
+                slot
+            }
+        };
+        self.slots[slot]
+            .as_mut()
+            .expect("an indexed slot is occupied")
+    }
+
+    fn remove(&mut self, hold: &HoldKey) -> Option<Entry> {
+        let slot = self.index.remove(hold)?;
+        let entry = self.slots[slot].take();
+        if self.index.is_empty() {
+            // Nothing held any more: give the slab's memory back.
+            self.slots = Vec::new();
+            self.free = Vec::new();
+        } else {
+            self.free.push(slot);
+        }
+        entry
+    }
+
+    /// Removes the entry in `slot` (indexed by `hold`) if it is still entry `id`.
+    fn remove_slot(&mut self, hold: &HoldKey, slot: usize, id: u64) -> Option<Entry> {
+        self.slot_mut(slot, id)?;
+        self.remove(hold)
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.iter().flatten()
+    }
+
+    fn drain(&mut self) -> Vec<(HoldKey, Entry)> {
+        let index = std::mem::take(&mut self.index);
+        let mut slots = std::mem::take(&mut self.slots);
+        self.free = Vec::new();
+        index
+            .into_iter()
+            .filter_map(|(hold, slot)| slots[slot].take().map(|entry| (hold, entry)))
+            .collect()
+    }
+}
+
+/// One entry of a renewal snapshot: what to send, and where to confirm it.
+struct Renewal {
+    hold: HoldKey,
+    id: u64,
+    slot: usize,
+}
+
 /// The registry of held locks.
 #[derive(Default)]
 pub(crate) struct Holds {
-    entries: Mutex<HashMap<HoldKey, Entry>>,
+    entries: Mutex<Table>,
     next_id: AtomicU64,
     /// Signalled when a lease deadline may have moved earlier.
     changed: Notify,
@@ -161,7 +253,7 @@ impl Holds {
     /// Records one more hold of `hold` acquired with `lease`, by a request sent at `sent_at`.
     pub(crate) fn register(&self, hold: HoldKey, lease: Lease, sent_at: Instant) -> Ticket {
         let mut entries = self.entries.lock();
-        let entry = entries.entry(hold).or_insert_with(|| Entry {
+        let entry = entries.get_or_insert_with(hold, || Entry {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             watchdog_holds: 0,
             lease_holds: 0,
@@ -223,10 +315,12 @@ impl Holds {
         }
     }
 
-    /// Declares an entry lost: fires its signal and forgets it.
+    /// Declares an entry lost: fires its signal and forgets it. (The watchdog itself loses
+    /// entries by slot, see `settle`; this is for the unit tests.)
+    #[cfg(test)]
     pub(crate) fn lose(&self, hold: &HoldKey, entry_id: u64, reason: LostReason) {
         let mut entries = self.entries.lock();
-        if entries.get(hold).is_some_and(|e| e.id == entry_id) {
+        if entries.get_mut(hold).is_some_and(|e| e.id == entry_id) {
             if let Some(entry) = entries.remove(hold) {
                 entry.lost.fire(reason);
             }
@@ -235,7 +329,7 @@ impl Holds {
 
     /// Removes every entry (shutdown), firing their signals; returns what was held and how often.
     pub(crate) fn drain(&self) -> Vec<(HoldKey, u32)> {
-        let drained: Vec<_> = self.entries.lock().drain().collect();
+        let drained = self.entries.lock().drain();
         drained
             .into_iter()
             .map(|(hold, entry)| {
@@ -259,33 +353,52 @@ impl Holds {
             .count()
     }
 
-    fn renewal_snapshot(&self) -> Vec<(HoldKey, u64)> {
-        self.entries
-            .lock()
-            .iter()
-            .filter(|(_, e)| e.watchdog_holds > 0)
-            .map(|(k, e)| (k.clone(), e.id))
-            .collect()
+    fn renewal_snapshot(&self) -> Vec<Renewal> {
+        let entries = self.entries.lock();
+        let mut snapshot = Vec::with_capacity(entries.len());
+        for (hold, &slot) in &entries.index {
+            if let Some(entry) = &entries.slots[slot] {
+                if entry.watchdog_holds > 0 {
+                    snapshot.push(Renewal {
+                        hold: hold.clone(),
+                        id: entry.id,
+                        slot,
+                    });
+                }
+            }
+        }
+        snapshot
     }
 
-    fn confirm(&self, hold: &HoldKey, entry_id: u64, sent_at: Instant) {
-        if let Some(entry) = self.entries.lock().get_mut(hold) {
-            if entry.id == entry_id && entry.last_confirmed < sent_at {
-                entry.last_confirmed = sent_at;
+    /// Applies one batch's replies: confirms the renewed entries (as of `sent_at`) and loses
+    /// the others. One lock for the batch, one slot access per entry.
+    fn settle(&self, batch: &[Renewal], renewed: Vec<bool>, sent_at: Instant) {
+        let mut entries = self.entries.lock();
+        for (renewal, ok) in batch.iter().zip(renewed) {
+            if ok {
+                if let Some(entry) = entries.slot_mut(renewal.slot, renewal.id) {
+                    if entry.last_confirmed < sent_at {
+                        entry.last_confirmed = sent_at;
+                    }
+                }
+            } else if let Some(entry) = entries.remove_slot(&renewal.hold, renewal.slot, renewal.id)
+            {
+                tracing::warn!(key = %renewal.hold.key, "lock lost: renewal found it gone");
+                entry.lost.fire(LostReason::Gone);
             }
         }
     }
 
     /// Loses every entry in `batch` whose last confirmation is a whole lease old.
-    fn expire_unconfirmed(&self, batch: &[(HoldKey, u64)], lease: Duration, now: Instant) {
+    fn expire_unconfirmed(&self, batch: &[Renewal], lease: Duration, now: Instant) {
         let mut entries = self.entries.lock();
-        for (hold, id) in batch {
-            let stale = entries.get(hold).is_some_and(|e| {
-                e.id == *id && e.watchdog_holds > 0 && now >= e.last_confirmed + lease
-            });
+        for renewal in batch {
+            let stale = entries
+                .slot_mut(renewal.slot, renewal.id)
+                .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed + lease);
             if stale {
-                if let Some(entry) = entries.remove(hold) {
-                    tracing::warn!(key = %hold.key, "lock lost: no renewal confirmed for a whole lease");
+                if let Some(entry) = entries.remove(&renewal.hold) {
+                    tracing::warn!(key = %renewal.hold.key, "lock lost: no renewal confirmed for a whole lease");
                     entry.lost.fire(LostReason::Unconfirmed);
                 }
             }
@@ -305,8 +418,13 @@ impl Holds {
     fn expire_leases(&self, now: Instant) {
         let mut entries = self.entries.lock();
         let expired: Vec<HoldKey> = entries
+            .index
             .iter()
-            .filter(|(_, e)| e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now))
+            .filter(|(_, &slot)| {
+                entries.slots[slot].as_ref().is_some_and(|e| {
+                    e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now)
+                })
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for hold in expired {
@@ -345,42 +463,75 @@ impl Watchdog {
         }
     }
 
-    /// One renewal cycle over every entry with watchdog holds.
+    /// One renewal cycle over every entry with watchdog holds: batches of `batch_size` keys,
+    /// up to [`BATCHES_IN_FLIGHT`] of them sent before the first reply is read.
     async fn renew_all(&self) {
         let snapshot = self.holds.renewal_snapshot();
         let lease_ms = Lease::Watchdog.millis(self.lease);
-        let mut batches = snapshot.chunks(self.batch_size);
-        while let Some(batch) = batches.next() {
-            let sent_at = Instant::now();
-            let result = self
-                .protocol
-                .renew(lease_ms, batch.iter().map(|(h, _)| (&*h.key, &*h.field)))
-                .await;
+        let batches: Vec<&[Renewal]> = snapshot.chunks(self.batch_size.max(1)).collect();
+        let mut next = 0;
+        let mut in_flight: Vec<InFlightBatch> = Vec::with_capacity(BATCHES_IN_FLIGHT);
+        let mut broken = false;
+        loop {
+            while !broken && next < batches.len() && in_flight.len() < BATCHES_IN_FLIGHT {
+                let sent_at = Instant::now();
+                let call = self.protocol.renew(
+                    lease_ms,
+                    batches[next].iter().map(|r| (&*r.hold.key, &*r.hold.field)),
+                );
+                in_flight.push((next, sent_at, Box::pin(call)));
+                next += 1;
+            }
+            if in_flight.is_empty() {
+                break;
+            }
+            let (index, sent_at, result) = next_reply(&mut in_flight).await;
             match result {
-                Ok(renewed) => {
-                    for ((hold, id), ok) in batch.iter().zip(renewed) {
-                        if ok {
-                            self.holds.confirm(hold, *id, sent_at);
-                        } else {
-                            tracing::warn!(key = %hold.key, "lock lost: renewal found it gone");
-                            self.holds.lose(hold, *id, LostReason::Gone);
-                        }
-                    }
-                }
+                Ok(renewed) => self.holds.settle(batches[index], renewed, sent_at),
                 Err(err) => {
                     tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
                     let now = Instant::now();
-                    self.holds.expire_unconfirmed(batch, self.lease, now);
+                    self.holds
+                        .expire_unconfirmed(batches[index], self.lease, now);
                     if crate::error::is_connection_error(&err) {
-                        // The rest would fail the same way: check their age and move on.
-                        for rest in batches.by_ref() {
-                            self.holds.expire_unconfirmed(rest, self.lease, now);
-                        }
+                        // The rest would fail the same way: send no more, check their age.
+                        broken = true;
                     }
                 }
             }
         }
+        if broken {
+            let now = Instant::now();
+            for rest in &batches[next..] {
+                self.holds.expire_unconfirmed(rest, self.lease, now);
+            }
+        }
     }
+}
+
+/// Renewal batches sent before the first reply is read. Redis runs scripts one at a time, so
+/// more would only queue there (delaying the client's other commands on the shared
+/// connection); a few hide the round trip.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+type RenewCall = Pin<Box<dyn Future<Output = redis::RedisResult<Vec<bool>>> + Send>>;
+/// A batch in flight: its index in the cycle, when it was sent, and the call.
+type InFlightBatch = (usize, Instant, RenewCall);
+
+/// Waits for a batch in flight to answer, and takes it out.
+async fn next_reply(
+    in_flight: &mut Vec<InFlightBatch>,
+) -> (usize, Instant, redis::RedisResult<Vec<bool>>) {
+    std::future::poll_fn(|cx| {
+        for i in 0..in_flight.len() {
+            if let Poll::Ready(result) = in_flight[i].2.as_mut().poll(cx) {
+                let (index, sent_at, _) = in_flight.swap_remove(i);
+                return Poll::Ready((index, sent_at, result));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
