@@ -56,10 +56,12 @@ pub fn unlock_latch(key: &str, request_id: &str) -> String {
 
 /// A fresh unlock request id: 32 lower-case hex characters (16 random bytes).
 pub(crate) fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 16] = rand::random();
     let mut id = String::with_capacity(32);
     for b in bytes {
-        id.push_str(&format!("{b:02x}"));
+        id.push(HEX[usize::from(b >> 4)] as char);
+        id.push(HEX[usize::from(b & 0x0f)] as char);
     }
     id
 }
