@@ -180,7 +180,8 @@ impl LockGuard {
         let result = unlock.run(&hold.shared.protocol).await;
         pending.unlock = None;
         if let Ok((_, _, latch)) = &result {
-            hold.shared.send_job(Job::DeleteLatch(latch.clone()));
+            // Queued without waiting for its reply: costs the caller no round trip.
+            hold.shared.protocol.delete_latch(latch).await;
         }
         match result {
             Ok((Release::Released, _, _)) => Ok(()),

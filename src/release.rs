@@ -90,8 +90,6 @@ pub(crate) enum Job {
     Unlock(Unlock),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
     Settle(PendingAttempt, Unlock),
-    /// Delete an unlock latch whose answer has been read (off the unlocking caller's path).
-    DeleteLatch(String),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }
@@ -106,10 +104,6 @@ pub(crate) async fn run_release_task(protocol: Protocol, mut jobs: mpsc::Unbound
                 Some(Job::Flush(done)) => {
                     while running.join_next().await.is_some() {}
                     let _ = done.send(());
-                }
-                Some(Job::DeleteLatch(latch)) => {
-                    let protocol = protocol.clone();
-                    running.spawn(async move { protocol.delete_latch(&latch).await });
                 }
                 Some(Job::Unlock(unlock)) => {
                     let protocol = protocol.clone();
