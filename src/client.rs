@@ -10,11 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::holds::{Holds, Lease};
 use crate::lock::Lock;
 use crate::protocol::Protocol;
 use crate::pubsub::Hub;
 use crate::release::{self, Job, Unlock};
-use crate::watchdog::{Holds, Lease, Watchdog};
+use crate::watchdog::Watchdog;
 
 /// State shared by the client handles, its locks and their guards.
 pub(crate) struct Shared {
@@ -143,6 +144,7 @@ impl LockClient {
         let watchdog = Watchdog {
             holds: holds.clone(),
             protocol: protocol.clone(),
+            hub: hub.clone(),
             lease: config.watchdog_timeout(),
             interval: config.renewal_interval(),
             batch_size: config.renewal_batch_size(),
@@ -214,17 +216,9 @@ impl LockClient {
         }
         let shared = &self.shared;
         let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
-        for (hold, count) in shared.holds.drain() {
-            let name: Arc<str> = hold.key.clone();
-            let channel: Arc<str> = crate::names::lock_channel(&hold.key).into();
+        for (key, field, count) in shared.holds.drain() {
             for _ in 0..count {
-                let unlock = Unlock::new(
-                    name.clone(),
-                    hold.key.clone(),
-                    channel.clone(),
-                    hold.field.clone(),
-                    lease_ms,
-                );
+                let unlock = Unlock::new(key.clone(), key.clone(), field.clone(), lease_ms);
                 shared.send_job(Job::Unlock(unlock));
             }
         }

@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::Shared;
 use crate::error::{Error, Result};
+use crate::holds::{Lease, LostReason, Surrender, Ticket};
 use crate::owner::Owner;
 use crate::protocol::Release;
 use crate::release::{Job, Unlock};
-use crate::watchdog::{HoldKey, Lease, LostReason, Surrender, Ticket};
 
 /// Proof of one hold of a lock; releasing it releases that hold.
 ///
@@ -45,7 +45,6 @@ pub(crate) struct Hold {
     pub(crate) shared: Arc<Shared>,
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,
-    pub(crate) channel: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) owner: Owner,
     pub(crate) lease: Lease,
@@ -53,26 +52,14 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
-    fn hold_key(&self) -> HoldKey {
-        HoldKey {
-            key: self.key.clone(),
-            field: self.field.clone(),
-        }
-    }
-
     /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
     /// `None` if the lock was already lost.
     fn surrender(&self) -> Option<Unlock> {
-        let state = self
-            .shared
-            .holds
-            .surrender(&self.hold_key(), self.ticket.entry_id, self.lease);
-        match state {
+        match self.shared.holds.surrender(&self.ticket, self.lease) {
             Surrender::Lost => None,
             Surrender::Live => Some(Unlock::new(
                 self.name.clone(),
                 self.key.clone(),
-                self.channel.clone(),
                 self.field.clone(),
                 self.lease.millis(self.shared.config.watchdog_timeout()),
             )),
@@ -143,7 +130,7 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold().ticket.lost.token().clone().cancelled_owned()
+        self.hold().ticket.lost.token().cancelled_owned()
     }
 
     /// A cancellation token cancelled when the lock is lost, for code that already speaks
@@ -186,12 +173,9 @@ impl LockGuard {
         match result {
             Ok((Release::Released, _, _)) => Ok(()),
             Ok((Release::StillHeld, sent_at, _)) => {
-                hold.shared.holds.lease_reset(
-                    &hold.hold_key(),
-                    hold.ticket.entry_id,
-                    hold.lease,
-                    sent_at,
-                );
+                hold.shared
+                    .holds
+                    .lease_reset(&hold.ticket, hold.lease, sent_at);
                 Ok(())
             }
             Ok((Release::NotHeld, _, _)) => Err(Error::NotOwner {

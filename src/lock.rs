@@ -11,11 +11,11 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::guard::{Hold, LockGuard};
+use crate::holds::{Lease, MAX_LEASE};
 use crate::names;
 use crate::owner::Owner;
 use crate::protocol::{Attempt, KeyKind};
 use crate::release::{Job, PendingAttempt, Unlock};
-use crate::watchdog::{HoldKey, Lease, MAX_LEASE};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -36,7 +36,9 @@ const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
 ///   wait at most the given time.
 ///
 /// Waiting never polls: a waiter subscribes to the lock's channel and is woken by the unlock
-/// message, with a timer on the holder's remaining lease as a fallback.
+/// message, with a timer on the holder's remaining lease as a fallback. Waiters of one client
+/// share the subscription, and a waiter that finds the lock held by another owner of its own
+/// client waits for that owner's unlock without sending a doomed attempt.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -65,8 +67,8 @@ const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
 pub struct Lock {
     shared: Arc<Shared>,
     name: Arc<str>,
+    /// The name with the key prefix; the same allocation as `name` when there is no prefix.
     key: Arc<str>,
-    channel: Arc<str>,
     owner: Option<Owner>,
 }
 
@@ -82,13 +84,15 @@ impl std::fmt::Debug for Lock {
 
 impl Lock {
     pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
-        let key: Arc<str> = format!("{}{}", shared.config.key_prefix(), name).into();
-        let channel = names::lock_channel(&key).into();
+        let name: Arc<str> = name.into();
+        let key = match shared.config.key_prefix() {
+            "" => name.clone(),
+            prefix => format!("{prefix}{name}").into(),
+        };
         Lock {
             shared,
-            name: name.into(),
+            name,
             key,
-            channel,
             owner: None,
         }
     }
@@ -207,7 +211,7 @@ impl Lock {
         self.check()?;
         self.shared
             .protocol
-            .force_unlock(&self.key, &self.channel)
+            .force_unlock(&self.key, &names::lock_channel(&self.key))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }
@@ -286,16 +290,35 @@ impl Lock {
         // A wait too long to represent is a wait without end.
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
 
-        // First attempt before subscribing: the uncontended path costs one round trip.
-        if let Ok(guard) = self.attempt(&field, owner, lease).await? {
-            return Ok(Some(guard));
-        }
-        if wait == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-
         let hub = &self.shared.hub;
-        let subscription = hub.subscribe(&self.channel).await;
+        let may_wait = wait != Some(Duration::ZERO);
+        let channel = if may_wait {
+            names::lock_channel(&self.key)
+        } else {
+            String::new()
+        };
+        // When another waiter of this client keeps the channel subscribed, join it first: one
+        // attempt, made while subscribed, then does what two (before and after) would.
+        let joined = if may_wait {
+            hub.join_live(&channel)
+        } else {
+            None
+        };
+        let mut attempted = joined.is_none();
+        let subscription = match joined {
+            Some(subscription) => subscription,
+            None => {
+                // First attempt before subscribing: the uncontended path costs one round trip.
+                if let Ok(guard) = self.attempt(&field, owner, lease).await? {
+                    return Ok(Some(guard));
+                }
+                if !may_wait {
+                    return Ok(None);
+                }
+                hub.subscribe(&channel).await
+            }
+        };
+
         let mut failures = 0u32;
         loop {
             let epoch = hub.epoch();
@@ -303,20 +326,31 @@ impl Lock {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            // Retry now that the subscription is live: an unlock published before it was
-            // confirmed would otherwise be missed.
-            let pttl = match self.attempt(&field, owner, lease).await {
-                Ok(Ok(guard)) => return Ok(Some(guard)),
-                Ok(Err(p)) => {
-                    failures = 0;
-                    p
+            // An owner of this client that holds the lock has not sent its unlock yet (it
+            // leaves the registry first), so with the subscription confirmed its unlock message
+            // is sure to reach this waiter: an attempt now could only fail. (Should that owner
+            // lose the lock instead, the watchdog wakes this channel.)
+            let pttl = if subscription.is_confirmed()
+                && self.shared.holds.held_by_other(&self.key, &field)
+            {
+                self.shared.config.watchdog_timeout().as_millis() as i64
+            } else {
+                // Retry now that the subscription is live: an unlock published before it was
+                // confirmed would otherwise be missed.
+                match self.attempt(&field, owner, lease).await {
+                    Ok(Ok(guard)) => return Ok(Some(guard)),
+                    Ok(Err(p)) => {
+                        attempted = true;
+                        failures = 0;
+                        p
+                    }
+                    Err(err) if err.is_connection() && attempted => {
+                        failures += 1;
+                        tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
+                        backoff(failures).as_millis() as i64
+                    }
+                    Err(err) => return Err(err),
                 }
-                Err(err) if err.is_connection() => {
-                    failures += 1;
-                    tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
-                    backoff(failures).as_millis() as i64
-                }
-                Err(err) => return Err(err),
             };
 
             let mut sleep = match pttl {
@@ -364,19 +398,11 @@ impl Lock {
         .await;
         match reply {
             Ok(Attempt::Acquired) => {
-                let ticket = self.shared.holds.register(
-                    HoldKey {
-                        key: self.key.clone(),
-                        field: field.clone(),
-                    },
-                    lease,
-                    sent_at,
-                );
+                let ticket = self.shared.holds.register(&self.key, field, lease, sent_at);
                 Ok(Ok(LockGuard::new(Hold {
                     shared: self.shared.clone(),
                     name: self.name.clone(),
                     key: self.key.clone(),
-                    channel: self.channel.clone(),
                     field: field.clone(),
                     owner,
                     lease,
@@ -417,7 +443,6 @@ impl Drop for InFlight<'_> {
             let unlock = Unlock::new(
                 lock.name.clone(),
                 lock.key.clone(),
-                lock.channel.clone(),
                 self.field.clone(),
                 self.lease_ms,
             );

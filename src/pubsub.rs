@@ -1,11 +1,14 @@
 //! The subscription hub: one RESP3 pub/sub connection per client, shared by every waiter.
 //!
-//! Waiters of the same lock share one subscription to its channel, counted by reference and
-//! dropped when the last waiter leaves. A `0` message wakes one local waiter (only one can win
-//! the lock), a `1` wakes them all. The hub's own task owns the connection: when it drops, the
-//! task reconnects with backoff on its own (no user traffic needed), subscribes every channel
-//! again, bumps the hub's epoch and wakes every waiter, so none waits out a message that was
-//! published while it was away. Waiters also keep a timer on the holder's TTL, so even a lost
+//! Waiters of the same lock share one subscription to its channel, counted by reference. When
+//! the last waiter leaves, the subscription lingers for about a second before the hub drops
+//! it, so a lock that is contended again soon (a hot lock) costs no SUBSCRIBE/UNSUBSCRIBE
+//! pair per hand-off. A `0` message wakes one local waiter (only one can win the lock), a `1`
+//! wakes them all; a message with no waiter left is dropped.
+//!
+//! The hub's own task owns the connection: when it drops, the task reconnects with backoff on
+//! its own (no user traffic needed), subscribes every channel again, bumps the hub's epoch and
+//! wakes every waiter, so none waits out a message that was published while it was away. Waiters also keep a timer on the holder's TTL, so even a lost
 //! message costs at most one lease, never a hang.
 
 use std::collections::HashMap;
@@ -17,6 +20,7 @@ use parking_lot::Mutex;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::PublishMode;
@@ -26,6 +30,8 @@ const PING_INTERVAL: Duration = Duration::from_secs(5);
 /// Reconnect backoff bounds.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a subscription nobody uses is kept (between one and two of these).
+const LINGER: Duration = Duration::from_secs(1);
 
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
@@ -42,11 +48,21 @@ struct ChannelState {
     notify: Arc<Notify>,
     /// `true` once the server confirmed the subscription on the current connection.
     ready: watch::Sender<bool>,
+    /// When the last waiter left; the hub unsubscribes once this is [`LINGER`] old.
+    idle_since: Option<Instant>,
+}
+
+impl ChannelState {
+    /// One more waiter, on a state found in the map.
+    fn join(&mut self) -> (Arc<Notify>, watch::Receiver<bool>) {
+        self.refs += 1;
+        self.idle_since = None;
+        (self.notify.clone(), self.ready.subscribe())
+    }
 }
 
 enum Command {
     Subscribe(String),
-    Unsubscribe(String),
 }
 
 /// One waiter's share of a channel subscription; dropping it releases the share.
@@ -54,12 +70,19 @@ pub(crate) struct Subscription {
     hub: Arc<Hub>,
     channel: String,
     notify: Arc<Notify>,
+    ready: watch::Receiver<bool>,
 }
 
 impl Subscription {
     /// The notifier a `0`/`1` message on this channel (or a reconnect) signals.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    /// Whether the server has confirmed the subscription on the current connection: from then
+    /// on, every message published to the channel reaches this waiter.
+    pub(crate) fn is_confirmed(&self) -> bool {
+        *self.ready.borrow()
     }
 }
 
@@ -69,11 +92,9 @@ impl Drop for Subscription {
         if let Some(state) = channels.get_mut(&self.channel) {
             state.refs -= 1;
             if state.refs == 0 {
-                channels.remove(&self.channel);
-                let _ = self
-                    .hub
-                    .commands
-                    .send(Command::Unsubscribe(self.channel.clone()));
+                state.idle_since = Some(Instant::now());
+                // A permit left by a message no waiter took would wake the next one for nothing.
+                state.notify = Arc::new(Notify::new());
             }
         }
     }
@@ -121,12 +142,34 @@ impl Hub {
         self.epoch.load(Ordering::Acquire)
     }
 
+    /// Joins the subscription to `channel` if the server has confirmed it already (another
+    /// waiter of this client has it, or had it a moment ago): no command, no waiting.
+    pub(crate) fn join_live(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
+        if !self.connected.load(Ordering::Acquire) {
+            return None;
+        }
+        let (notify, ready) = {
+            let mut channels = self.channels.lock();
+            let state = channels.get_mut(channel)?;
+            if !*state.ready.borrow() {
+                return None;
+            }
+            state.join()
+        };
+        Some(Subscription {
+            hub: self.clone(),
+            channel: channel.to_string(),
+            notify,
+            ready,
+        })
+    }
+
     /// Joins the subscription to `channel`, waiting (bounded by the response timeout) until the
     /// server has confirmed it, so that an acquire attempt made afterwards cannot miss the
     /// unlock message. If the hub is disconnected it returns at once: the waiter then relies on
     /// its TTL timer and on the wake-up that follows the reconnect.
     pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> Subscription {
-        let (notify, mut ready) = {
+        let (notify, ready) = {
             let mut channels = self.channels.lock();
             let state = channels.entry(channel.to_string()).or_insert_with(|| {
                 let _ = self.commands.send(Command::Subscribe(channel.to_string()));
@@ -134,20 +177,30 @@ impl Hub {
                     refs: 0,
                     notify: Arc::new(Notify::new()),
                     ready: watch::Sender::new(false),
+                    idle_since: None,
                 }
             });
-            state.refs += 1;
-            (state.notify.clone(), state.ready.subscribe())
+            state.join()
         };
-        let subscription = Subscription {
+        let mut subscription = Subscription {
             hub: self.clone(),
             channel: channel.to_string(),
             notify,
+            ready,
         };
         if self.connected.load(Ordering::Acquire) {
-            let _ = tokio::time::timeout(self.response_timeout, ready.wait_for(|r| *r)).await;
+            let confirmed = subscription.ready.wait_for(|r| *r);
+            let _ = tokio::time::timeout(self.response_timeout, confirmed).await;
         }
         subscription
+    }
+
+    /// Wakes every waiter of `channel` now (a holder of this client lost the lock, so its
+    /// unlock message will never come).
+    pub(crate) fn wake(&self, channel: &str) {
+        if let Some(state) = self.channels.lock().get(channel) {
+            state.notify.notify_waiters();
+        }
     }
 
     /// Delivers one message to the channel's waiters.
@@ -156,7 +209,7 @@ impl Hub {
             return;
         };
         let channels = self.channels.lock();
-        let Some(state) = channels.get(channel) else {
+        let Some(state) = channels.get(channel).filter(|s| s.refs > 0) else {
             return;
         };
         match payload {
@@ -186,6 +239,19 @@ impl Hub {
 
     fn is_wanted(&self, channel: &str) -> bool {
         self.channels.lock().contains_key(channel)
+    }
+
+    /// Forgets the channels idle since `cutoff` or earlier, returning them to unsubscribe.
+    fn take_idle(&self, cutoff: Instant) -> Vec<String> {
+        let mut idle = Vec::new();
+        self.channels.lock().retain(|channel, state| {
+            let keep = state.refs > 0 || state.idle_since.is_none_or(|t| t > cutoff);
+            if !keep {
+                idle.push(channel.clone());
+            }
+            keep
+        });
+        idle
     }
 
     fn mark_ready(&self, channel: &str) {
@@ -283,15 +349,15 @@ impl HubTask {
     async fn unsubscribe(
         &self,
         conn: &mut MultiplexedConnection,
-        channel: &str,
+        channels: &[String],
     ) -> redis::RedisResult<()> {
         if self.sharded {
             redis::cmd("SUNSUBSCRIBE")
-                .arg(channel)
+                .arg(channels)
                 .exec_async(conn)
                 .await
         } else {
-            conn.unsubscribe(channel).await
+            conn.unsubscribe(channels).await
         }
     }
 
@@ -304,6 +370,9 @@ impl HubTask {
         let mut ping = tokio::time::interval(PING_INTERVAL);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.tick().await;
+        let mut sweep = tokio::time::interval(LINGER);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        sweep.tick().await;
         loop {
             tokio::select! {
                 biased;
@@ -331,14 +400,21 @@ impl HubTask {
                             }
                             result
                         }
-                        Command::Unsubscribe(channel) if !self.hub.is_wanted(&channel) => {
-                            self.unsubscribe(&mut conn, &channel).await
-                        }
                         _ => Ok(()),
                     };
                     if let Err(err) = result {
                         tracing::debug!(error = %err, "pub/sub command failed; reconnecting");
                         return;
+                    }
+                }
+                _ = sweep.tick() => {
+                    let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
+                    let idle = self.hub.take_idle(cutoff);
+                    if !idle.is_empty() {
+                        if let Err(err) = self.unsubscribe(&mut conn, &idle).await {
+                            tracing::debug!(error = %err, "pub/sub unsubscribe failed; reconnecting");
+                            return;
+                        }
                     }
                 }
                 _ = ping.tick() => {

@@ -27,24 +27,16 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 pub(crate) struct Unlock {
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,
-    pub(crate) channel: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
     request_id: String,
 }
 
 impl Unlock {
-    pub(crate) fn new(
-        name: Arc<str>,
-        key: Arc<str>,
-        channel: Arc<str>,
-        field: Arc<str>,
-        lease_ms: u64,
-    ) -> Self {
+    pub(crate) fn new(name: Arc<str>, key: Arc<str>, field: Arc<str>, lease_ms: u64) -> Self {
         Unlock {
             name,
             key,
-            channel,
             field,
             lease_ms,
             request_id: names::new_request_id(),
@@ -58,12 +50,13 @@ impl Unlock {
         &self,
         protocol: &Protocol,
     ) -> redis::RedisResult<(Release, Instant, String)> {
+        let channel = names::lock_channel(&self.key);
         let latch = names::unlock_latch(&self.key, &self.request_id);
         let mut attempt = 1;
         loop {
             let sent_at = Instant::now();
             match protocol
-                .unlock(&self.key, &self.channel, &latch, self.lease_ms, &self.field)
+                .unlock(&self.key, &channel, &latch, self.lease_ms, &self.field)
                 .await
             {
                 Ok(release) => return Ok((release, sent_at, latch)),

@@ -154,3 +154,122 @@ async fn waiters_survive_a_pubsub_disconnect_and_are_still_woken_by_message() {
         .unwrap();
     g.unlock().await.unwrap();
 }
+
+/// Owners of one client on one lock: a waiter that finds the lock held by another owner of its
+/// own client sends no attempt once subscribed (that holder has not sent its unlock yet, so
+/// the unlock message is sure to come), and is woken by that message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_sends_no_attempt_its_own_clients_holder_would_refuse() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    // Load the scripts, so that no NOSCRIPT retry shows in the counts below.
+    client
+        .lock("warm-up")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let holder = client
+        .lock("local")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let before = server.command_calls("evalsha");
+    let waiter = spawn_waiter(&client, "local");
+    server.until_subscribers(&channel("local"), 1).await;
+    // One attempt before subscribing (refused), and none after.
+    assert!(eventually(PROMPT, || server.command_calls("evalsha") > before).await);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        server.command_calls("evalsha"),
+        before + 1,
+        "the waiter sent an attempt its own client's holder would refuse"
+    );
+
+    let unlocked_at = Instant::now();
+    holder.unlock().await.unwrap();
+    let guard = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    assert!(unlocked_at.elapsed() < PROMPT, "woken by the message");
+    assert_eq!(
+        server.command_calls("evalsha"),
+        before + 3,
+        "the holder's unlock and the waiter's one attempt after the message"
+    );
+    guard.unlock().await.unwrap();
+}
+
+/// A waiter arriving while another waiter of the same client keeps the channel subscribed (or
+/// kept it a moment ago) joins that subscription: no SUBSCRIBE, and with the lock held by an
+/// owner of its own client, nothing sent at all until the unlock message. The subscription is
+/// dropped shortly after its last waiter leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_waiter_joins_the_subscription_already_there() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lock = client.lock("relay");
+    let first = lock.lock_with_lease(LONG_LEASE).await.unwrap();
+    let second = spawn_waiter(&client, "relay");
+    server.until_subscribers(&channel("relay"), 1).await;
+    let subscribes = server.command_calls("subscribe");
+    first.unlock().await.unwrap();
+    let second = tokio::time::timeout(PROMPT, second).await.unwrap().unwrap();
+
+    // The second owner holds; its subscription has no waiter left but is still live.
+    let before = server.command_calls("evalsha");
+    let mut third = Box::pin({
+        let lock = lock.clone();
+        async move { lock.lock().await.unwrap() }
+    });
+    assert!(
+        futures::poll!(third.as_mut()).is_pending(),
+        "held by the second owner"
+    );
+    let third = tokio::spawn(third);
+    second.unlock().await.unwrap();
+    let third = tokio::time::timeout(PROMPT, third).await.unwrap().unwrap();
+    assert_eq!(
+        server.command_calls("evalsha"),
+        before + 2,
+        "the second owner's unlock and the third's one attempt, nothing else"
+    );
+    assert_eq!(
+        server.command_calls("subscribe"),
+        subscribes,
+        "the third waiter subscribed again"
+    );
+    third.unlock().await.unwrap();
+    assert!(
+        eventually(PROMPT, || server.subscribers(&channel("relay")) == 0).await,
+        "the idle subscription was never dropped"
+    );
+}
+
+/// A waiter parked behind a holder of its own client is woken when the watchdog finds that
+/// holder's lock gone (here deleted behind its back, so no unlock message ever comes), long
+/// before its fallback timer (one watchdog timeout: 30 s here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_a_lost_local_holder_is_woken_by_the_watchdog() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| {
+            c.with_watchdog_timeout(LONG_LEASE)
+                .with_renewal_interval(Duration::from_millis(200))
+        })
+        .await;
+    let holder = client.lock("vanish").lock().await.unwrap();
+    let before = server.command_calls("evalsha");
+    let waiter = spawn_waiter(&client, "vanish");
+    server.until_subscribers(&channel("vanish"), 1).await;
+    assert!(eventually(PROMPT, || server.command_calls("evalsha") > before).await);
+
+    let deleted: i64 = server.cmd(&["DEL", "vanish"]);
+    assert_eq!(deleted, 1);
+    let guard = tokio::time::timeout(PROMPT, waiter)
+        .await
+        .expect("the waiter slept out its timer instead of being woken")
+        .unwrap();
+    assert_eq!(holder.lost_reason(), Some(redisson_lock::LostReason::Gone));
+    guard.unlock().await.unwrap();
+}

@@ -1,0 +1,615 @@
+//! What this client holds: the in-process registry of held locks and their lock-lost signals.
+//!
+//! One entry per `(key, owner field)` with the number of live guards, split into watchdog
+//! holds (no lease given: renewed by [`crate::watchdog`]) and lease holds (a fixed lease: never
+//! renewed, lost when it runs out). Each entry carries the **lock-lost signal** its guards
+//! share. Unlock, guard drop and shutdown remove entries at once, before anything is sent to
+//! Redis, so no renewal outlives its hold, and an entry present here means its owner has not
+//! yet sent the unlock that frees the lock.
+//!
+//! Entries live in a slab (a `Vec` of slots). An index maps each lock key to the slot of its
+//! first entry; the entries of other owners of the same key (rare) chain from there. A guard
+//! and a renewal snapshot remember their entry's slot, so surrendering a hold or confirming
+//! 100k renewals costs a slot access each, not a hash lookup of two strings.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
+/// with an error *after* the script's earlier writes, so the bound is checked before sending.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// How a hold's lease is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// No lease given: the watchdog timeout, renewed while held.
+    Watchdog,
+    /// A fixed lease: never renewed.
+    Fixed(Duration),
+}
+
+impl Lease {
+    /// The TTL in ms the scripts set for this hold.
+    pub(crate) fn millis(self, watchdog_timeout: Duration) -> u64 {
+        let d = match self {
+            Lease::Watchdog => watchdog_timeout,
+            Lease::Fixed(d) => d,
+        };
+        d.as_millis().min(i64::MAX as u128) as u64
+    }
+}
+
+/// Why a lock was lost (see [`LockGuard::lost_reason`](crate::LockGuard::lost_reason)).
+///
+/// ```
+/// use redisson_lock::LostReason;
+///
+/// let reason = LostReason::Gone;
+/// assert_eq!(reason.to_string(), "renewal found the lock deleted or held by another owner");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Renewal found the lock deleted, expired, or held by another owner.
+    Gone,
+    /// A whole lease passed without a confirmed renewal (Redis unreachable or too slow), so the
+    /// lock may have expired.
+    Unconfirmed,
+    /// The fixed lease ran out.
+    LeaseExpired,
+    /// The client shut down and released it.
+    Shutdown,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => "renewal found the lock deleted or held by another owner",
+            LostReason::Unconfirmed => "no renewal was confirmed for a whole lease",
+            LostReason::LeaseExpired => "the fixed lease ran out",
+            LostReason::Shutdown => "the client shut down",
+        })
+    }
+}
+
+/// The lock-lost signal shared by the guards of one entry: why it fired, and a cancellation
+/// token made only when a guard asks for one (most holds never do, and a token costs more
+/// memory than the rest of the entry).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LostSignal(Arc<Mutex<LostState>>);
+
+#[derive(Debug, Default)]
+struct LostState {
+    reason: Option<LostReason>,
+    token: Option<CancellationToken>,
+}
+
+impl LostSignal {
+    /// Fires the signal; the first reason given sticks.
+    pub(crate) fn fire(&self, reason: LostReason) {
+        let token = {
+            let mut state = self.0.lock();
+            if state.reason.is_some() {
+                return;
+            }
+            state.reason = Some(reason);
+            state.token.clone()
+        };
+        if let Some(token) = token {
+            token.cancel();
+        }
+    }
+
+    pub(crate) fn is_fired(&self) -> bool {
+        self.0.lock().reason.is_some()
+    }
+
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        self.0.lock().reason
+    }
+
+    /// The signal's token (made on first use), cancelled once the signal fires.
+    pub(crate) fn token(&self) -> CancellationToken {
+        let mut state = self.0.lock();
+        let token = state
+            .token
+            .get_or_insert_with(CancellationToken::new)
+            .clone();
+        if state.reason.is_some() {
+            token.cancel();
+        }
+        token
+    }
+}
+
+/// One held lock: a key, the owner field holding it, and how.
+struct Entry {
+    key: Arc<str>,
+    field: Arc<str>,
+    /// The next entry of the same key (another owner of this client).
+    next: Option<usize>,
+    /// Distinguishes this entry from a later one in the same slot.
+    id: u64,
+    watchdog_holds: u32,
+    lease_holds: u32,
+    /// When the last fixed lease runs out (only consulted without watchdog holds).
+    lease_deadline: Option<Instant>,
+    /// When the TTL was last set to a full watchdog lease (request send time).
+    last_confirmed: Instant,
+    lost: LostSignal,
+}
+
+impl Entry {
+    fn holds(&self) -> u32 {
+        self.watchdog_holds + self.lease_holds
+    }
+}
+
+/// A guard's claim on an entry.
+#[derive(Debug, Clone)]
+pub(crate) struct Ticket {
+    slot: usize,
+    entry_id: u64,
+    pub(crate) lost: LostSignal,
+}
+
+/// What became of a hold when its guard gave it up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Surrender {
+    /// The hold was live: the caller must now release it in Redis.
+    Live,
+    /// The lock had already been lost: there is nothing to release.
+    Lost,
+}
+
+/// The entries: a slab of slots, and an index from lock key to the first slot of its chain.
+#[derive(Default)]
+struct Table {
+    index: HashMap<Arc<str>, usize>,
+    slots: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    len: usize,
+}
+
+impl Table {
+    /// The entries of `key`, one per owner of this client holding it.
+    fn chain<'a>(&'a self, key: &str) -> impl Iterator<Item = (usize, &'a Entry)> + 'a {
+        let mut next = self.index.get(key).copied();
+        std::iter::from_fn(move || {
+            let slot = next?;
+            let entry = self.slots[slot]
+                .as_ref()
+                .expect("a chained slot is occupied");
+            next = entry.next;
+            Some((slot, entry))
+        })
+    }
+
+    fn find(&self, key: &str, field: &str) -> Option<usize> {
+        self.chain(key)
+            .find(|(_, e)| *e.field == *field)
+            .map(|(slot, _)| slot)
+    }
+
+    /// The entry in `slot` if it is still entry `id` (slots are reused, ids never are).
+    fn slot_mut(&mut self, slot: usize, id: u64) -> Option<&mut Entry> {
+        self.slots
+            .get_mut(slot)?
+            .as_mut()
+            .filter(|entry| entry.id == id)
+    }
+
+    fn insert(&mut self, mut entry: Entry) -> usize {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        entry.next = self.index.insert(entry.key.clone(), slot);
+        self.slots[slot] = Some(entry);
+        self.len += 1;
+        slot
+    }
+
+    /// Takes the entry in `slot` out of the table, if it is still entry `id`.
+    fn remove(&mut self, slot: usize, id: u64) -> Option<Entry> {
+        self.slot_mut(slot, id)?;
+        let entry = self.slots[slot].take().expect("checked above");
+        let head = self.index.get(&*entry.key).copied();
+        if head == Some(slot) {
+            match entry.next {
+                Some(next) => *self.index.get_mut(&*entry.key).expect("indexed") = next,
+                None => {
+                    self.index.remove(&*entry.key);
+                }
+            }
+        } else {
+            let mut at = head.expect("an entry's key is indexed");
+            loop {
+                let prev = self.slots[at].as_mut().expect("a chained slot is occupied");
+                if prev.next == Some(slot) {
+                    prev.next = entry.next;
+                    break;
+                }
+                at = prev.next.expect("an entry is on its key's chain");
+            }
+        }
+        self.len -= 1;
+        if self.len == 0 {
+            // Nothing held any more: give the memory back.
+            *self = Table::default();
+        } else {
+            self.free.push(slot);
+        }
+        Some(entry)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.iter().flatten()
+    }
+
+    fn occupied(&self) -> impl Iterator<Item = (usize, &Entry)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, e)| e.as_ref().map(|e| (slot, e)))
+    }
+
+    fn drain(&mut self) -> Vec<Entry> {
+        std::mem::take(self).slots.into_iter().flatten().collect()
+    }
+}
+
+/// One entry of a renewal snapshot: what to send, and where to confirm it.
+pub(crate) struct Renewal {
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+    id: u64,
+    slot: usize,
+}
+
+/// The registry of held locks.
+#[derive(Default)]
+pub(crate) struct Holds {
+    entries: Mutex<Table>,
+    next_id: AtomicU64,
+    /// Signalled when a lease deadline may have moved earlier.
+    pub(crate) changed: Notify,
+}
+
+impl Holds {
+    /// Records one more hold of `key` by `field`, acquired with `lease` by a request sent at
+    /// `sent_at`.
+    pub(crate) fn register(
+        &self,
+        key: &Arc<str>,
+        field: &Arc<str>,
+        lease: Lease,
+        sent_at: Instant,
+    ) -> Ticket {
+        let mut entries = self.entries.lock();
+        let slot = match entries.find(key, field) {
+            Some(slot) => slot,
+            None => entries.insert(Entry {
+                key: key.clone(),
+                field: field.clone(),
+                next: None,
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                watchdog_holds: 0,
+                lease_holds: 0,
+                lease_deadline: None,
+                last_confirmed: sent_at,
+                lost: LostSignal::default(),
+            }),
+        };
+        let entry = entries.slots[slot].as_mut().expect("just found or made");
+        match lease {
+            Lease::Watchdog => {
+                entry.watchdog_holds += 1;
+                entry.last_confirmed = sent_at;
+            }
+            Lease::Fixed(d) => {
+                entry.lease_holds += 1;
+                // Every acquire resets the TTL to its own lease.
+                entry.lease_deadline = Some(sent_at + d);
+                self.changed.notify_one();
+            }
+        }
+        Ticket {
+            slot,
+            entry_id: entry.id,
+            lost: entry.lost.clone(),
+        }
+    }
+
+    /// Gives up one hold. Renewal of the entry stops at once when it was the last.
+    pub(crate) fn surrender(&self, ticket: &Ticket, lease: Lease) -> Surrender {
+        let mut entries = self.entries.lock();
+        let Some(entry) = entries.slot_mut(ticket.slot, ticket.entry_id) else {
+            return Surrender::Lost;
+        };
+        if entry.lost.is_fired() {
+            return Surrender::Lost;
+        }
+        match lease {
+            Lease::Watchdog => entry.watchdog_holds = entry.watchdog_holds.saturating_sub(1),
+            Lease::Fixed(_) => entry.lease_holds = entry.lease_holds.saturating_sub(1),
+        }
+        if entry.holds() == 0 {
+            entries.remove(ticket.slot, ticket.entry_id);
+        }
+        Surrender::Live
+    }
+
+    /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
+    pub(crate) fn lease_reset(&self, ticket: &Ticket, lease: Lease, sent_at: Instant) {
+        if let Lease::Fixed(d) = lease {
+            if let Some(entry) = self.entries.lock().slot_mut(ticket.slot, ticket.entry_id) {
+                entry.lease_deadline = Some(sent_at + d);
+            }
+        }
+    }
+
+    /// Whether an owner of this client other than `field` holds `key`. Such a holder has not
+    /// sent its unlock yet, so its unlock message is still to come.
+    pub(crate) fn held_by_other(&self, key: &str, field: &str) -> bool {
+        self.entries
+            .lock()
+            .chain(key)
+            .any(|(_, e)| *e.field != *field)
+    }
+
+    /// Declares an entry lost: fires its signal and forgets it. (The watchdog loses entries
+    /// through `settle` and the `expire_*` methods; this is for the unit tests.)
+    #[cfg(test)]
+    pub(crate) fn lose(&self, ticket: &Ticket, reason: LostReason) {
+        if let Some(entry) = self.entries.lock().remove(ticket.slot, ticket.entry_id) {
+            entry.lost.fire(reason);
+        }
+    }
+
+    /// Removes every entry (shutdown), firing their signals; returns what was held and how
+    /// often, as `(key, field, holds)`.
+    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<str>, u32)> {
+        let drained = self.entries.lock().drain();
+        drained
+            .into_iter()
+            .map(|entry| {
+                entry.lost.fire(LostReason::Shutdown);
+                let holds = entry.holds();
+                (entry.key, entry.field, holds)
+            })
+            .collect()
+    }
+
+    /// Number of entries (locks held by this client).
+    pub(crate) fn len(&self) -> usize {
+        self.entries.lock().len
+    }
+
+    /// Number of entries the watchdog renews.
+    pub(crate) fn renewed_len(&self) -> usize {
+        self.entries
+            .lock()
+            .values()
+            .filter(|e| e.watchdog_holds > 0)
+            .count()
+    }
+
+    /// Every entry with watchdog holds, as it stands.
+    pub(crate) fn renewal_snapshot(&self) -> Vec<Renewal> {
+        let entries = self.entries.lock();
+        let mut snapshot = Vec::with_capacity(entries.len);
+        for (slot, entry) in entries.occupied() {
+            if entry.watchdog_holds > 0 {
+                snapshot.push(Renewal {
+                    key: entry.key.clone(),
+                    field: entry.field.clone(),
+                    id: entry.id,
+                    slot,
+                });
+            }
+        }
+        snapshot
+    }
+
+    /// Applies one batch's replies: confirms the renewed entries (as of `sent_at`) and loses
+    /// the others. One lock for the batch, one slot access per entry. Returns the keys lost.
+    pub(crate) fn settle(
+        &self,
+        batch: &[Renewal],
+        renewed: Vec<bool>,
+        sent_at: Instant,
+    ) -> Vec<Arc<str>> {
+        let mut lost = Vec::new();
+        let mut entries = self.entries.lock();
+        for (renewal, ok) in batch.iter().zip(renewed) {
+            if ok {
+                if let Some(entry) = entries.slot_mut(renewal.slot, renewal.id) {
+                    if entry.last_confirmed < sent_at {
+                        entry.last_confirmed = sent_at;
+                    }
+                }
+            } else if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
+                tracing::warn!(key = %entry.key, "lock lost: renewal found it gone");
+                entry.lost.fire(LostReason::Gone);
+                lost.push(entry.key);
+            }
+        }
+        lost
+    }
+
+    /// Loses every entry in `batch` whose last confirmation is a whole lease old. Returns the
+    /// keys lost.
+    pub(crate) fn expire_unconfirmed(
+        &self,
+        batch: &[Renewal],
+        lease: Duration,
+        now: Instant,
+    ) -> Vec<Arc<str>> {
+        let mut lost = Vec::new();
+        let mut entries = self.entries.lock();
+        for renewal in batch {
+            let stale = entries
+                .slot_mut(renewal.slot, renewal.id)
+                .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed + lease);
+            if stale {
+                if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
+                    tracing::warn!(key = %entry.key, "lock lost: no renewal confirmed for a whole lease");
+                    entry.lost.fire(LostReason::Unconfirmed);
+                    lost.push(entry.key);
+                }
+            }
+        }
+        lost
+    }
+
+    /// When the first lease-only entry's lease runs out.
+    pub(crate) fn next_lease_deadline(&self) -> Option<Instant> {
+        self.entries
+            .lock()
+            .values()
+            .filter(|e| e.watchdog_holds == 0)
+            .filter_map(|e| e.lease_deadline)
+            .min()
+    }
+
+    /// Loses every lease-only entry whose lease has run out. Returns the keys lost.
+    pub(crate) fn expire_leases(&self, now: Instant) -> Vec<Arc<str>> {
+        let mut entries = self.entries.lock();
+        let expired: Vec<(usize, u64)> = entries
+            .occupied()
+            .filter(|(_, e)| e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now))
+            .map(|(slot, e)| (slot, e.id))
+            .collect();
+        let mut lost = Vec::with_capacity(expired.len());
+        for (slot, id) in expired {
+            if let Some(entry) = entries.remove(slot, id) {
+                entry.lost.fire(LostReason::LeaseExpired);
+                lost.push(entry.key);
+            }
+        }
+        lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(holds: &Holds, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
+        holds.register(&key.into(), &field.into(), lease, at)
+    }
+
+    #[test]
+    fn reentrant_holds_share_one_entry_and_signal() {
+        let holds = Holds::default();
+        let now = Instant::now();
+        let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        let b = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        assert_eq!((a.slot, a.entry_id), (b.slot, b.entry_id));
+        assert_eq!(holds.len(), 1);
+        assert_eq!(holds.surrender(&a, Lease::Watchdog), Surrender::Live);
+        assert_eq!(holds.renewed_len(), 1, "one hold left: still renewed");
+        assert_eq!(holds.surrender(&b, Lease::Watchdog), Surrender::Live);
+        assert_eq!(holds.len(), 0, "last hold gone: renewal stops");
+    }
+
+    #[test]
+    fn a_lost_entry_is_not_confused_with_a_later_one() {
+        let holds = Holds::default();
+        let now = Instant::now();
+        let old = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        holds.lose(&old, LostReason::Gone);
+        assert_eq!(old.lost.reason(), Some(LostReason::Gone));
+        let new = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        assert_eq!(old.slot, new.slot, "the slot is reused");
+        assert_ne!(old.entry_id, new.entry_id);
+        // The stale guard neither releases nor disturbs the new entry.
+        assert_eq!(holds.surrender(&old, Lease::Watchdog), Surrender::Lost);
+        holds.lose(&old, LostReason::Gone);
+        assert!(!new.lost.is_fired());
+        assert_eq!(holds.len(), 1);
+    }
+
+    #[test]
+    fn owners_of_one_key_chain_and_unlink_in_any_order() {
+        let holds = Holds::default();
+        let now = Instant::now();
+        let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        let b = register(&holds, "k", "u:2", Lease::Watchdog, now);
+        let c = register(&holds, "k", "u:3", Lease::Watchdog, now);
+        let other = register(&holds, "j", "u:1", Lease::Watchdog, now);
+        assert_eq!(holds.len(), 4);
+        assert!(holds.held_by_other("k", "u:1"));
+        assert!(!holds.held_by_other("j", "u:1"), "only its own hold");
+        assert!(!holds.held_by_other("free", "u:1"));
+        // Middle, head, then last of the chain.
+        assert_eq!(holds.surrender(&b, Lease::Watchdog), Surrender::Live);
+        assert_eq!(holds.surrender(&c, Lease::Watchdog), Surrender::Live);
+        assert!(!holds.held_by_other("k", "u:1"));
+        assert!(holds.held_by_other("k", "u:2"));
+        assert_eq!(holds.surrender(&a, Lease::Watchdog), Surrender::Live);
+        assert!(!holds.held_by_other("k", "u:2"));
+        assert_eq!(holds.len(), 1);
+        assert_eq!(holds.surrender(&other, Lease::Watchdog), Surrender::Live);
+        assert_eq!(holds.len(), 0);
+    }
+
+    #[test]
+    fn unconfirmed_for_a_whole_lease_is_lost() {
+        let holds = Holds::default();
+        let t0 = Instant::now();
+        let t = register(&holds, "k", "u:1", Lease::Watchdog, t0);
+        let batch = holds.renewal_snapshot();
+        let lease = Duration::from_secs(30);
+        assert!(holds
+            .expire_unconfirmed(&batch, lease, t0 + Duration::from_secs(29))
+            .is_empty());
+        assert!(!t.lost.is_fired());
+        let lost = holds.expire_unconfirmed(&batch, lease, t0 + lease);
+        assert_eq!(lost, vec![Arc::<str>::from("k")]);
+        assert_eq!(t.lost.reason(), Some(LostReason::Unconfirmed));
+    }
+
+    #[test]
+    fn fixed_leases_expire_and_are_never_renewed() {
+        let holds = Holds::default();
+        let t0 = Instant::now();
+        let t = register(&holds, "k", "u:1", Lease::Fixed(Duration::from_secs(5)), t0);
+        assert_eq!(holds.renewed_len(), 0);
+        assert_eq!(
+            holds.next_lease_deadline(),
+            Some(t0 + Duration::from_secs(5))
+        );
+        assert!(holds.expire_leases(t0 + Duration::from_secs(4)).is_empty());
+        assert!(!t.lost.is_fired());
+        assert_eq!(holds.expire_leases(t0 + Duration::from_secs(5)).len(), 1);
+        assert_eq!(t.lost.reason(), Some(LostReason::LeaseExpired));
+    }
+
+    #[test]
+    fn a_token_asked_for_after_the_signal_fired_is_already_cancelled() {
+        let signal = LostSignal::default();
+        let before = signal.token();
+        assert!(!before.is_cancelled());
+        signal.fire(LostReason::Gone);
+        signal.fire(LostReason::Shutdown);
+        assert!(before.is_cancelled());
+        assert!(signal.token().is_cancelled());
+        assert_eq!(
+            signal.reason(),
+            Some(LostReason::Gone),
+            "the first reason sticks"
+        );
+        let late = LostSignal::default();
+        late.fire(LostReason::LeaseExpired);
+        assert!(late.token().is_cancelled(), "made after firing");
+    }
+}
