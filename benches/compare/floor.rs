@@ -1,0 +1,142 @@
+//! The floor: the crate's own Lua (`scripts/lua/*.lua`) sent raw over one redis-rs
+//! multiplexed connection, with no library logic.
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Script};
+use tokio::sync::Notify;
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/acquire.lua")));
+static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/unlock.lua")));
+pub(crate) static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/renew.lua")));
+
+const LEASE_MS: u64 = 30_000;
+const LATCH_PX_MS: u64 = 20_000;
+
+pub(crate) async fn floor_conn(url: &str) -> MultiplexedConnection {
+    let config = AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("floor connection")
+}
+
+static LATCH_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// One lock name and owner field spoken to over a raw connection: acquire script, unlock
+/// script with a fresh latch, and the latch `DEL` sent without waiting for its reply (as
+/// PROTOCOL.md §3 and Redisson do). Waiting, when needed, listens on `wake`.
+#[derive(Clone)]
+pub(crate) struct FloorLock {
+    conn: MultiplexedConnection,
+    pub(crate) key: String,
+    channel: String,
+    field: String,
+    pub(crate) lease_ms: u64,
+    wake: Arc<Notify>,
+}
+
+impl FloorLock {
+    pub(crate) fn new(
+        conn: MultiplexedConnection,
+        key: &str,
+        field: String,
+        wake: Arc<Notify>,
+    ) -> Self {
+        FloorLock {
+            conn,
+            key: key.to_string(),
+            channel: format!("redisson_lock__channel:{{{key}}}"),
+            field,
+            lease_ms: LEASE_MS,
+            wake,
+        }
+    }
+
+    pub(crate) async fn try_acquire(&mut self) -> Option<i64> {
+        ACQUIRE
+            .key(&self.key)
+            .arg(self.lease_ms)
+            .arg(&self.field)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("floor acquire")
+    }
+
+    /// Acquires, waiting for an unlock message (or the holder's PTTL) between attempts.
+    pub(crate) async fn lock(&mut self) {
+        let wake = self.wake.clone();
+        loop {
+            let mut notified = pin!(wake.notified());
+            notified.as_mut().enable();
+            match self.try_acquire().await {
+                None => return,
+                Some(pttl) => {
+                    let wait = Duration::from_millis(pttl.clamp(1, 1000) as u64);
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn unlock(&mut self) {
+        let id = LATCH_SEQ.fetch_add(1, Ordering::Relaxed);
+        let latch = format!("redisson_unlock_latch:{{{}}}:{id:032x}", self.key);
+        let reply: Option<i64> = UNLOCK
+            .key(&self.key)
+            .key(&self.channel)
+            .key(&latch)
+            .arg("0")
+            .arg(self.lease_ms)
+            .arg(&self.field)
+            .arg("publish")
+            .arg(LATCH_PX_MS)
+            .invoke_async(&mut self.conn)
+            .await
+            .expect("floor unlock");
+        assert!(reply.is_some(), "floor unlock: not held");
+        let mut conn = self.conn.clone();
+        tokio::spawn(async move {
+            let _: redis::RedisResult<i64> =
+                redis::cmd("DEL").arg(latch).query_async(&mut conn).await;
+        });
+    }
+}
+
+/// A raw subscription on one channel: `0` wakes one waiter, anything else all of them.
+pub(crate) async fn floor_subscription(
+    url: &str,
+    channel: &str,
+) -> (Arc<Notify>, tokio::task::JoinHandle<()>) {
+    let mut pubsub = redis::Client::open(url)
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .expect("floor pubsub");
+    pubsub.subscribe(channel).await.expect("subscribe");
+    let wake = Arc::new(Notify::new());
+    let w = wake.clone();
+    let task = tokio::spawn(async move {
+        let mut messages = pubsub.into_on_message();
+        while let Some(msg) = messages.next().await {
+            if msg.get_payload_bytes() == b"0" {
+                w.notify_one();
+            } else {
+                w.notify_waiters();
+            }
+        }
+    });
+    (wake, task)
+}

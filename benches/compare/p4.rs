@@ -1,0 +1,298 @@
+//! P4: many locks held under the watchdog. The child process (`--p4-child`) and, in the
+//! orchestrator, `run_p4`, which drives a child and samples the server's renewal bursts.
+
+use std::io::Write;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use redisson_lock::{Config, LockClient, LockGuard};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::floor::{floor_conn, FloorLock, RENEW};
+use crate::java::Driven;
+use crate::redis_util::{commandstats, dbsize, flushall, script_calls, sync_conn};
+use crate::stats::{median, Results};
+use crate::Plan;
+
+// ---------------------------------------------------------------------------------------------
+// P4 child: hold many locks under the watchdog, report memory; CPU between "start" and "stop"
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
+pub(crate) fn cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn emit(value: Value) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{value}").unwrap();
+    out.flush().unwrap();
+}
+
+pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let watchdog = Duration::from_millis(watchdog_ms);
+        let interval = watchdog / 3;
+        // Hold on to whatever keeps the locks held until the process exits.
+        let mut keep: Vec<LockGuard> = Vec::new();
+        let mut renewer = None;
+        let rss0;
+        let started = Instant::now();
+        if imp == "crate" {
+            let config = Config::from_url(url)
+                .unwrap()
+                .with_watchdog_timeout(watchdog);
+            let client = LockClient::with_config(config).await.expect("connect");
+            // Warm the allocator and code paths the same way, then take the baseline.
+            warm_crate(&client, 1000).await;
+            rss0 = rss_bytes();
+            let t = Instant::now();
+            keep = futures::stream::iter(0..count)
+                .map(|i| {
+                    let lock = client.lock(format!("bench:p4:{i}"));
+                    async move { lock.lock().await.expect("lock") }
+                })
+                .buffer_unordered(256)
+                .collect()
+                .await;
+            eprintln!("crate: {count} locks acquired in {:?}", t.elapsed());
+            assert_eq!(client.renewed_locks(), count);
+            std::mem::forget(client);
+        } else {
+            let conn = floor_conn(url).await;
+            let field = "00000000-0000-4000-8000-000000000000:1".to_string();
+            rss0 = rss_bytes();
+            let keys: Vec<String> = futures::stream::iter(0..count)
+                .map(|i| {
+                    let mut lock = FloorLock::new(
+                        conn.clone(),
+                        &format!("bench:p4:{i}"),
+                        field.clone(),
+                        Arc::new(Notify::new()),
+                    );
+                    lock.lease_ms = watchdog_ms;
+                    async move {
+                        assert!(lock.try_acquire().await.is_none());
+                        lock.key
+                    }
+                })
+                .buffer_unordered(256)
+                .collect()
+                .await;
+            let mut conn = conn.clone();
+            renewer = Some(tokio::spawn(async move {
+                // The watchdog with no library logic: every interval, every key, batches of 100.
+                let mut next = Instant::now() + interval;
+                loop {
+                    tokio::time::sleep_until(next.into()).await;
+                    let cycle = Instant::now();
+                    for batch in keys.chunks(100) {
+                        let mut call = RENEW.prepare_invoke();
+                        call.arg(watchdog_ms);
+                        for key in batch {
+                            call.key(key).arg(&field);
+                        }
+                        let renewed: Vec<i64> = call.invoke_async(&mut conn).await.expect("renew");
+                        assert!(renewed.iter().all(|r| *r == 1));
+                    }
+                    next = cycle + interval;
+                }
+            }));
+        }
+        let rss1 = rss_bytes();
+        emit(json!({
+            "phase": "held",
+            "acquire_ms": started.elapsed().as_secs_f64() * 1e3,
+            "rss_delta_bytes": rss1 as i64 - rss0 as i64,
+            "bytes_per_lock": (rss1 as f64 - rss0 as f64) / count as f64,
+        }));
+        let mut lines =
+            tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+        let mut cpu0 = cpu_time();
+        let mut t0 = Instant::now();
+        while let Ok(Some(line)) = lines.next_line().await {
+            match line.trim() {
+                "start" => {
+                    cpu0 = cpu_time();
+                    t0 = Instant::now();
+                    emit(json!({"phase": "started"}));
+                }
+                "stop" => {
+                    let cpu = cpu_time() - cpu0;
+                    emit(json!({
+                        "phase": "stopped",
+                        "cpu_ms": cpu.as_secs_f64() * 1e3,
+                        "wall_ms": t0.elapsed().as_secs_f64() * 1e3,
+                        "rss_bytes": rss_bytes(),
+                    }));
+                }
+                _ => break,
+            }
+        }
+        drop(renewer);
+        // Exit without releasing: the orchestrator flushes the server.
+        std::mem::forget(keep);
+        std::process::exit(0);
+    });
+}
+
+async fn warm_crate(client: &LockClient, n: usize) {
+    let guards: Vec<LockGuard> = futures::stream::iter(0..n)
+        .map(|i| {
+            let lock = client.lock(format!("bench:warm:{i}"));
+            async move { lock.lock().await.expect("lock") }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// P4 orchestrator: drive one child, sample the server's renewal bursts
+
+/// One renewal burst seen from the server: its script calls and how long it lasted.
+struct Burst {
+    calls: u64,
+    duration: Duration,
+}
+
+/// Samples evalsha+eval counts every 5 ms for `window`; splits them into bursts separated by
+/// at least `gap` of silence.
+fn sample_bursts(
+    conn: &mut redis::Connection,
+    window: Duration,
+    gap: Duration,
+) -> (u64, Vec<Burst>) {
+    let start = Instant::now();
+    let first = script_calls(&commandstats(conn));
+    let mut last = first;
+    let mut bursts = Vec::new();
+    let mut current: Option<(Instant, Instant, u64)> = None; // first seen, last seen, calls
+    while start.elapsed() < window {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = Instant::now();
+        let calls = script_calls(&commandstats(conn));
+        let delta = calls - last;
+        last = calls;
+        if delta > 0 {
+            current = Some(match current {
+                Some((s, _, c)) => (s, now, c + delta),
+                None => (now, now, delta),
+            });
+        } else if let Some((s, e, c)) = current {
+            if now - e >= gap {
+                bursts.push((s, e, c));
+                current = None;
+            }
+        }
+    }
+    let total = last - first;
+    // The first and the last bursts may be cut by the window: keep complete ones only.
+    let complete: Vec<Burst> = bursts
+        .iter()
+        .filter(|(s, _, _)| *s - start > Duration::from_millis(10))
+        .map(|(s, e, c)| Burst {
+            calls: *c,
+            duration: *e - *s + Duration::from_millis(5),
+        })
+        .collect();
+    (total, complete)
+}
+
+pub(crate) fn run_p4(
+    plan: &Plan,
+    results: &mut Results,
+    imp: &str,
+    cmd: Command,
+    url: &str,
+    count: usize,
+) {
+    let tag = format!("p4.{count}");
+    eprintln!("P4 {count} locks: {imp}");
+    flushall(url);
+    let mut child = Driven::start(cmd);
+    let Some(held) = child.expect("held", Duration::from_secs(600)) else {
+        results.note(&format!("{tag}.calls"), imp, "did not finish acquiring");
+        child.finish();
+        flushall(url);
+        return;
+    };
+    let interval = Duration::from_millis(plan.p4_watchdog_ms / 3);
+    results.add(
+        &format!("{tag}.acquire_s"),
+        imp,
+        held["acquire_ms"].as_f64().unwrap() / 1e3,
+    );
+    if let Some(b) = held["bytes_per_lock"].as_f64() {
+        results.add(&format!("{tag}.bytes_per_lock"), imp, b);
+    }
+    if let Some(b) = held["heap_bytes_per_lock"].as_f64() {
+        results.add(&format!("{tag}.heap_bytes_per_lock"), imp, b);
+    }
+    // Settle: let renewal reach its steady state after the acquisition burst.
+    std::thread::sleep(interval * 2);
+    child.send("start");
+    child.expect("started", Duration::from_secs(30));
+    let window = interval * plan.p4_cycles;
+    let mut conn = sync_conn(url);
+    let gap = (interval / 20).max(Duration::from_millis(20));
+    let (calls, bursts) = sample_bursts(&mut conn, window, gap);
+    child.send("stop");
+    let stopped = child
+        .expect("stopped", Duration::from_secs(30))
+        .unwrap_or(Value::Null);
+    let held_now = dbsize(url);
+    child.finish();
+    flushall(url);
+    let cycles = plan.p4_cycles as f64;
+    results.add(&format!("{tag}.calls"), imp, calls as f64 / cycles);
+    if let Some(cpu) = stopped["cpu_ms"].as_f64() {
+        results.add(&format!("{tag}.cpu_ms"), imp, cpu / cycles);
+    }
+    results.add(
+        &format!("{tag}.held_pct"),
+        imp,
+        held_now as f64 * 100.0 / count as f64,
+    );
+    // Distinct bursts, each about a cycle's worth of calls: a batched cycle we can time.
+    let per_cycle = calls as f64 / cycles;
+    let distinct: Vec<&Burst> = bursts
+        .iter()
+        .filter(|b| (b.calls as f64) > 0.8 * per_cycle && (b.calls as f64) < 1.2 * per_cycle)
+        .collect();
+    if !distinct.is_empty() {
+        let ms: Vec<f64> = distinct
+            .iter()
+            .map(|b| b.duration.as_secs_f64() * 1e3)
+            .collect();
+        results.add(&format!("{tag}.cycle_ms"), imp, median(&ms));
+    } else {
+        results.note(&format!("{tag}.cycle_ms"), imp, "no distinct cycle");
+    }
+}

@@ -1,0 +1,381 @@
+//! The markdown table on stdout, and the issue's targets judged on this run's medians.
+
+use crate::stats::{median, Results};
+use crate::Plan;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Better {
+    Lower,
+    Higher,
+}
+
+fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 10_000.0 {
+        let s = format!("{:.0}", v);
+        // thousands separators
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else if v.abs() >= 100.0 {
+        format!("{:.0}", v)
+    } else if v.abs() >= 10.0 {
+        format!("{:.1}", v)
+    } else {
+        format!("{:.2}", v)
+    }
+}
+
+pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
+    let mut out = String::new();
+    let mut header = "| scenario | metric | crate | floor |".to_string();
+    let mut rule = "| --- | --- | ---: | ---: |".to_string();
+    for j in javas {
+        header.push_str(&format!(" {} |", j.replace("redisson-", "Redisson ")));
+        rule.push_str(" ---: |");
+    }
+    header.push_str(" crate/floor |");
+    rule.push_str(" ---: |");
+    for j in javas {
+        header.push_str(&format!(" crate/{} |", j.replace("redisson-", "R")));
+        rule.push_str(" ---: |");
+    }
+    out.push_str(&header);
+    out.push('\n');
+    out.push_str(&rule);
+    out.push('\n');
+
+    // Lines where the crate is not ahead of a Redisson version: (line, version).
+    let mut behind: Vec<(String, String)> = Vec::new();
+    let mut compared = 0usize;
+    let mut row = |scenario: &str, label: &str, metric: &str, better: Better, with_floor: bool| {
+        if !r.values.contains_key(metric) && !r.notes.keys().any(|(m, _)| m == metric) {
+            return;
+        }
+        // P4 renewal figures of a client that lost locks cover fewer locks: not comparable.
+        let degraded = |imp: &str| -> bool {
+            let Some(prefix) = metric.strip_suffix(".calls").or_else(|| {
+                metric
+                    .strip_suffix(".cycle_ms")
+                    .or_else(|| metric.strip_suffix(".cpu_ms"))
+            }) else {
+                return false;
+            };
+            prefix.starts_with("p4.")
+                && r.median(&format!("{prefix}.held_pct"), imp)
+                    .is_some_and(|held| held < 99.5)
+        };
+        for j in javas {
+            if degraded(j) || degraded("crate") {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (r.median(metric, "crate"), r.median(metric, j)) {
+                compared += 1;
+                // A tie (e.g. 100 % held on both sides) is not "behind".
+                let ahead_or_even = match better {
+                    Better::Lower => a <= b,
+                    Better::Higher => a >= b,
+                };
+                if !ahead_or_even {
+                    behind.push((format!("{scenario}: {label}"), j.clone()));
+                }
+            }
+        }
+        let mark = |imp: &str| if degraded(imp) { " ‡" } else { "" };
+        let cell = |imp: &str| -> String {
+            match (r.median(metric, imp), r.get_note(metric, imp)) {
+                (Some(v), _) => format!("{}{}", fmt_num(v), mark(imp)),
+                (None, Some(note)) => format!("{note}{}", mark(imp)),
+                (None, None) => "–".into(),
+            }
+        };
+        let arrow = match better {
+            Better::Lower => "↓",
+            Better::Higher => "↑",
+        };
+        let mut line = format!("| {scenario} | {label} {arrow} | {} |", cell("crate"));
+        line.push_str(&format!(
+            " {} |",
+            if with_floor {
+                cell("floor")
+            } else {
+                "–".into()
+            }
+        ));
+        for j in javas {
+            line.push_str(&format!(" {} |", cell(j)));
+        }
+        let ratio = |other: &str| -> String {
+            match (r.median(metric, "crate"), r.median(metric, other)) {
+                (Some(a), Some(b)) if b != 0.0 => format!("{:.2}×{}", a / b, mark(other)),
+                _ => "–".into(),
+            }
+        };
+        line.push_str(&format!(
+            " {} |",
+            if with_floor {
+                ratio("floor")
+            } else {
+                "–".into()
+            }
+        ));
+        for j in javas {
+            line.push_str(&format!(" {} |", ratio(j)));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    };
+
+    row(
+        "P1 uncontended",
+        "lock+unlock p50 µs",
+        "p1.p50_us",
+        Better::Lower,
+        true,
+    );
+    row(
+        "P1 uncontended",
+        "lock+unlock p99 µs",
+        "p1.p99_us",
+        Better::Lower,
+        true,
+    );
+    row(
+        "P1 uncontended",
+        "client CPU µs / pair",
+        "p1.cpu_us",
+        Better::Lower,
+        true,
+    );
+    row(
+        &format!("P2 {} owners", plan.p2_owners),
+        "lock+unlock pairs/s (Redisson: a thread per owner, lock())",
+        "p2.ops",
+        Better::Higher,
+        true,
+    );
+    row(
+        &format!("P2 {} owners", plan.p2_owners),
+        "client CPU µs / pair (Redisson: threads)",
+        "p2.cpu_us",
+        Better::Lower,
+        true,
+    );
+    row(
+        &format!("P2 {} owners", plan.p2_owners),
+        "lock+unlock pairs/s (Redisson: lockAsync(id) chains)",
+        "p2.ops_async",
+        Better::Higher,
+        true,
+    );
+    row(
+        &format!("P2 {} owners", plan.p2_owners),
+        "client CPU µs / pair (Redisson: async)",
+        "p2.cpu_us_async",
+        Better::Lower,
+        true,
+    );
+    for n in &plan.p3_ns {
+        let s = format!("P3 hand-off, {n} waiter{}", if *n == 1 { "" } else { "s" });
+        row(
+            &s,
+            "unlock reply → next acquire p50 µs",
+            &format!("p3.{n}.p50_us"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "… p99 µs",
+            &format!("p3.{n}.p99_us"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "client commands / acquisition (MONITOR)",
+            &format!("p3.{n}.client"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "server calls / acquisition, incl. inside Lua (INFO)",
+            &format!("p3.{n}.calls"),
+            Better::Lower,
+            true,
+        );
+    }
+    for count in &plan.p4_counts {
+        let s = format!("P4 {} locks", fmt_num(*count as f64));
+        let t = format!("p4.{count}");
+        row(
+            &s,
+            "renewal calls / cycle",
+            &format!("{t}.calls"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "renewal cycle ms",
+            &format!("{t}.cycle_ms"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "client CPU ms / cycle",
+            &format!("{t}.cpu_ms"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "client RSS bytes / lock",
+            &format!("{t}.bytes_per_lock"),
+            Better::Lower,
+            true,
+        );
+        row(
+            &s,
+            "JVM live heap bytes / lock",
+            &format!("{t}.heap_bytes_per_lock"),
+            Better::Lower,
+            false,
+        );
+        row(
+            &s,
+            "% still held after the window",
+            &format!("{t}.held_pct"),
+            Better::Higher,
+            true,
+        );
+        row(
+            &s,
+            "time to acquire all, s",
+            &format!("{t}.acquire_s"),
+            Better::Lower,
+            true,
+        );
+    }
+    if !r.breakdown.is_empty() {
+        out.push_str(
+            "\nP3 client commands per acquisition, by command (one counting run with MONITOR):\n\n",
+        );
+        out.push_str("| waiters | implementation | commands |\n| ---: | --- | --- |\n");
+        for (n, imp, text) in &r.breakdown {
+            out.push_str(&format!("| {n} | {imp} | {text} |\n"));
+        }
+    }
+    if r.values.keys().any(|m| m.ends_with(".held_pct"))
+        && r.values
+            .iter()
+            .filter(|(m, _)| m.ends_with(".held_pct"))
+            .any(|(_, by)| by.values().any(|v| median(v) < 99.5))
+    {
+        out.push_str("\n‡ That client lost locks during P4 (see “% still held”): its renewal figures cover fewer locks, so they are shown but not compared.\n");
+    }
+    out.push_str(&targets(plan, r, &behind, compared));
+    let reps = r.reps("p1.p50_us", "crate");
+    out.push_str(&format!(
+        "\n{}Medians over repetitions (P1/P2: {} each, P3: {} each, P4: 1 run per size). ↓ lower is better, ↑ higher is better; ratios are crate ÷ other.\n",
+        if plan.quick { "**Quick run** (`--quick`: few, short repetitions; indicative only). " } else { "" },
+        reps.max(plan.reps), plan.p3_reps
+    ));
+    if let (Some(p50), Some(p99)) = (
+        r.median("rtt.p50_us", "floor"),
+        r.median("rtt.p99_us", "floor"),
+    ) {
+        out.push_str(&format!(
+            "One round trip in this run (redis-rs `PING` on the same runtime): p50 {} µs, p99 {} µs.\n",
+            fmt_num(p50),
+            fmt_num(p99)
+        ));
+    }
+    out
+}
+
+/// The issue's targets, judged on this run's medians.
+fn targets(plan: &Plan, r: &Results, behind: &[(String, String)], compared: usize) -> String {
+    let ratio = |metric: &str| -> Option<f64> {
+        Some(r.median(metric, "crate")? / r.median(metric, "floor")?)
+    };
+    let verdict = |ok: Option<bool>| match ok {
+        Some(true) => "**met**",
+        Some(false) => "**not met**",
+        None => "not measured",
+    };
+    let mut out =
+        String::from("\n| target (issue #6) | this run | verdict |\n| --- | --- | --- |\n");
+    let p1 = ratio("p1.p50_us");
+    out.push_str(&format!(
+        "| P1 p50 within 1.10× the floor | crate/floor {} | {} |\n",
+        p1.map_or("–".into(), |x| format!("{x:.2}×")),
+        verdict(p1.map(|x| x <= 1.10))
+    ));
+    let p2 = ratio("p2.ops");
+    out.push_str(&format!(
+        "| P2 throughput ≥ 0.9× the floor | crate/floor {} | {} |\n",
+        p2.map_or("–".into(), |x| format!("{x:.2}×")),
+        verdict(p2.map(|x| x >= 0.90))
+    ));
+    let rtt = r.median("rtt.p50_us", "floor");
+    let mut p3_text = Vec::new();
+    let mut p3_ok = None;
+    for n in &plan.p3_ns {
+        let (Some(p50), Some(cmds)) = (
+            r.median(&format!("p3.{n}.p50_us"), "crate"),
+            r.median(&format!("p3.{n}.client"), "crate"),
+        ) else {
+            continue;
+        };
+        let rtts = rtt.map(|t| p50 / t);
+        p3_text.push(format!(
+            "N={n}: {} µs{}, {cmds:.1} commands",
+            fmt_num(p50),
+            rtts.map_or(String::new(), |x| format!(" = {x:.1} RTT"))
+        ));
+        let ok = rtts.is_none_or(|x| x <= 3.0) && cmds <= 8.0;
+        p3_ok = Some(p3_ok.unwrap_or(true) && ok);
+    }
+    out.push_str(&format!(
+        "| P3 hand-off p50 ≤ 3 round trips, few commands per acquisition, flat in N (no polling) | {} | {} |\n",
+        if p3_text.is_empty() { "–".into() } else { p3_text.join("; ") },
+        verdict(p3_ok)
+    ));
+    let p4 = plan
+        .p4_counts
+        .iter()
+        .max()
+        .and_then(|n| Some((*n, r.median(&format!("p4.{n}.calls"), "crate")?)));
+    out.push_str(&format!(
+        "| P4 ≤ 1,000 Redis calls per cycle at 100k locks | {} | {} |\n",
+        p4.map_or("–".into(), |(n, c)| format!(
+            "{} calls / cycle at {} locks",
+            fmt_num(c),
+            fmt_num(n as f64)
+        )),
+        verdict(p4.filter(|(n, _)| *n >= 100_000).map(|(_, c)| c <= 1000.5))
+    ));
+    let list = behind
+        .iter()
+        .map(|(line, j)| format!("{line} (vs {})", j.replace("redisson-", "Redisson ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    out.push_str(&format!(
+        "| ahead of Redisson on every line | behind on {} of {} comparisons{}{} | {} |\n",
+        behind.len(),
+        compared,
+        if list.is_empty() { "" } else { ": " },
+        list,
+        verdict((compared > 0).then_some(behind.is_empty()))
+    ));
+    out
+}

@@ -1,0 +1,374 @@
+//! The in-process scenarios P1-P3 (crate and floor), one lock of either implementation
+//! (`Locker`, `Setup`), and the recording of P3 results.
+
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redisson_lock::{Lock, LockClient, LockGuard, Owner};
+use tokio::sync::Notify;
+
+use crate::floor::{floor_conn, floor_subscription, FloorLock};
+use crate::p4::cpu_time;
+use crate::redis_util::{
+    commands_between, commandstats_async, echo, monitor, script_calls, MARK_END, MARK_START,
+};
+use crate::stats::{p50_p99_us, Results};
+
+// ---------------------------------------------------------------------------------------------
+// One lock, either implementation
+
+enum Locker {
+    Crate(Lock),
+    Floor(FloorLock),
+}
+
+impl Locker {
+    async fn lock(&mut self) -> Option<LockGuard> {
+        match self {
+            Locker::Crate(lock) => Some(lock.lock().await.expect("crate lock")),
+            Locker::Floor(lock) => {
+                lock.lock().await;
+                None
+            }
+        }
+    }
+
+    async fn unlock(&mut self, guard: Option<LockGuard>) {
+        match self {
+            Locker::Crate(_) => guard.unwrap().unlock().await.expect("crate unlock"),
+            Locker::Floor(lock) => lock.unlock().await,
+        }
+    }
+}
+
+/// Connections for one in-process run.
+enum Setup {
+    Crate(LockClient),
+    Floor {
+        conn: MultiplexedConnection,
+        client_id: String,
+        url: String,
+    },
+}
+
+impl Setup {
+    async fn new(imp: &str, url: &str) -> Setup {
+        match imp {
+            "crate" => Setup::Crate(LockClient::connect(url).await.expect("crate connect")),
+            _ => Setup::Floor {
+                conn: floor_conn(url).await,
+                client_id: "00000000-0000-4000-8000-000000000000".to_string(),
+                url: url.to_string(),
+            },
+        }
+    }
+
+    /// A locker on `key` for owner number `owner` (waiting listens on `wake`, floor only).
+    fn locker(&self, key: &str, owner: usize, wake: &Arc<Notify>) -> Locker {
+        match self {
+            Setup::Crate(client) => Locker::Crate(client.lock(key).with_owner(Owner::new())),
+            Setup::Floor {
+                conn, client_id, ..
+            } => Locker::Floor(FloorLock::new(
+                conn.clone(),
+                key,
+                format!("{client_id}:{}", owner + 1),
+                wake.clone(),
+            )),
+        }
+    }
+
+    async fn close(self) {
+        if let Setup::Crate(client) = self {
+            client.shutdown().await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// P1: uncontended lock + unlock, one owner, sequential
+
+/// `(p50 µs, p99 µs, client CPU µs per pair)`.
+pub(crate) async fn p1(imp: &str, url: &str, warmup: usize, iters: usize) -> (f64, f64, f64) {
+    let setup = Setup::new(imp, url).await;
+    let wake = Arc::new(Notify::new());
+    let mut locker = setup.locker("bench:p1", 0, &wake);
+    for _ in 0..warmup {
+        let g = locker.lock().await;
+        locker.unlock(g).await;
+    }
+    let mut lat = Vec::with_capacity(iters);
+    let cpu0 = cpu_time();
+    for _ in 0..iters {
+        let t = Instant::now();
+        let g = locker.lock().await;
+        locker.unlock(g).await;
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    let cpu = (cpu_time() - cpu0).as_secs_f64() * 1e6 / iters as f64;
+    setup.close().await;
+    let (p50, p99) = p50_p99_us(lat);
+    (p50, p99, cpu)
+}
+
+/// One round trip for reference: `PING` over a raw multiplexed connection, `(p50, p99)` in µs.
+pub(crate) async fn round_trip(url: &str, n: usize) -> (f64, f64) {
+    let mut conn = floor_conn(url).await;
+    let mut lat = Vec::with_capacity(n);
+    for i in 0..n + n / 5 {
+        let t = Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+        if i >= n / 5 {
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    p50_p99_us(lat)
+}
+
+// ---------------------------------------------------------------------------------------------
+// P2: throughput, 64 owners on distinct keys through one client
+
+/// `(pairs/s, client CPU µs per pair)`.
+pub(crate) async fn p2(
+    imp: &str,
+    url: &str,
+    owners: usize,
+    warmup: Duration,
+    secs: Duration,
+) -> (f64, f64) {
+    let setup = Setup::new(imp, url).await;
+    let wake = Arc::new(Notify::new());
+    let mut rate = 0.0;
+    let mut cpu_per_pair = 0.0;
+    for (measured, length) in [(false, warmup), (true, secs)] {
+        let cpu0 = cpu_time();
+        let start = Instant::now();
+        let deadline = start + length;
+        let mut tasks = Vec::new();
+        for i in 0..owners {
+            let mut locker = setup.locker(&format!("bench:p2:{i}"), i, &wake);
+            tasks.push(tokio::spawn(async move {
+                let mut pairs = 0u64;
+                while Instant::now() < deadline {
+                    let g = locker.lock().await;
+                    locker.unlock(g).await;
+                    pairs += 1;
+                }
+                pairs
+            }));
+        }
+        let mut pairs = 0;
+        for t in tasks {
+            pairs += t.await.unwrap();
+        }
+        if measured {
+            rate = pairs as f64 / start.elapsed().as_secs_f64();
+            cpu_per_pair = (cpu_time() - cpu0).as_secs_f64() * 1e6 / pairs as f64;
+        }
+    }
+    setup.close().await;
+    (rate, cpu_per_pair)
+}
+
+// ---------------------------------------------------------------------------------------------
+// P3: hand-off on one hot key with N waiters
+
+/// Acquisition `k`'s time, and the time its holder got the unlock reply.
+struct Handoffs {
+    base: Instant,
+    acquired: Vec<AtomicU64>,
+    released: Vec<AtomicU64>,
+    count: AtomicUsize,
+    moved: Notify,
+}
+
+impl Handoffs {
+    fn new(slots: usize) -> Self {
+        Handoffs {
+            base: Instant::now(),
+            acquired: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            released: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicUsize::new(0),
+            moved: Notify::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    fn acquired(&self) -> usize {
+        let t = self.now();
+        let k = self.count.fetch_add(1, Ordering::SeqCst);
+        self.acquired[k].store(t, Ordering::SeqCst);
+        self.moved.notify_waiters();
+        k
+    }
+
+    fn released(&self, k: usize) {
+        self.released[k].store(self.now(), Ordering::SeqCst);
+    }
+
+    /// Waits until acquisition `k + 1` has happened (someone else took over).
+    async fn taken_over(&self, k: usize) {
+        loop {
+            let mut moved = pin!(self.moved.notified());
+            moved.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) > k + 1 {
+                return;
+            }
+            moved.await;
+        }
+    }
+
+    /// Hand-off latencies in ns from acquisition `from` on.
+    fn latencies(&self, from: usize) -> Vec<u64> {
+        let n = self.count.load(Ordering::SeqCst);
+        (from..n.saturating_sub(1))
+            .map(|k| {
+                let rel = self.released[k].load(Ordering::SeqCst);
+                let acq = self.acquired[k + 1].load(Ordering::SeqCst);
+                acq.saturating_sub(rel)
+            })
+            .collect()
+    }
+}
+
+pub(crate) struct P3Rep {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    /// Calls in `INFO commandstats`, which counts the commands scripts run too.
+    pub(crate) calls_per_acq: f64,
+    pub(crate) scripts_per_acq: f64,
+    /// Counting runs only: commands clients sent (MONITOR, Lua's own calls left out), by name.
+    pub(crate) client_per_acq: Option<HashMap<String, f64>>,
+}
+
+/// `n` waiters plus the holder: each owner loops lock, hold `hold`, unlock, then waits until
+/// another owner has taken the lock before contending again (so every unlock is a hand-off to
+/// a waiter that was already waiting). Ends after `warmup + handoffs` acquisitions. With
+/// `count`, MONITOR counts the commands clients send (that run's latencies are not reported:
+/// MONITOR slows the server).
+pub(crate) async fn p3(
+    imp: &str,
+    url: &str,
+    n: usize,
+    warmup: usize,
+    handoffs: usize,
+    hold: Duration,
+    count: bool,
+) -> P3Rep {
+    let setup = Setup::new(imp, url).await;
+    let key = "bench:p3";
+    let (wake, listener) = match &setup {
+        Setup::Floor { url, .. } => {
+            let (wake, task) =
+                floor_subscription(url, &format!("redisson_lock__channel:{{{key}}}")).await;
+            (wake, Some(task))
+        }
+        Setup::Crate(_) => (Arc::new(Notify::new()), None),
+    };
+    let mut stats_conn = floor_conn(url).await;
+    let monitor = if count {
+        Some(monitor(url).await)
+    } else {
+        None
+    };
+    let total = warmup + handoffs;
+    let track = Arc::new(Handoffs::new(total + n + 4));
+    let before: Arc<OnceLock<HashMap<String, u64>>> = Arc::new(OnceLock::new());
+    let mut tasks = Vec::new();
+    for i in 0..=n {
+        let mut locker = setup.locker(key, i, &wake);
+        let track = track.clone();
+        let before = before.clone();
+        let mut stats = stats_conn.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let g = locker.lock().await;
+                let k = track.acquired();
+                if k == warmup {
+                    let _ = before.set(commandstats_async(&mut stats).await);
+                    if count {
+                        echo(&mut stats, MARK_START).await;
+                    }
+                }
+                if k >= total {
+                    locker.unlock(g).await;
+                    track.released(k);
+                    return;
+                }
+                tokio::time::sleep(hold).await;
+                locker.unlock(g).await;
+                track.released(k);
+                track.taken_over(k).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Let the fire-and-forget latch deletes land before counting.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let after = commandstats_async(&mut stats_conn).await;
+    let before = before.get().expect("warm-up reached");
+    let acquisitions = (track.count.load(Ordering::SeqCst) - warmup) as f64;
+    let calls = commands_between(before, &after) as f64;
+    let scripts = (script_calls(&after) - script_calls(before)) as f64;
+    let client_per_acq = match monitor {
+        Some(task) => {
+            echo(&mut stats_conn, MARK_END).await;
+            let counts = tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("monitor end marker")
+                .unwrap();
+            Some(
+                counts
+                    .into_iter()
+                    .map(|(k, v)| (k, v as f64 / acquisitions))
+                    .collect(),
+            )
+        }
+        None => None,
+    };
+    let (p50_us, p99_us) = p50_p99_us(track.latencies(warmup));
+    if let Some(task) = listener {
+        task.abort();
+    }
+    setup.close().await;
+    P3Rep {
+        p50_us,
+        p99_us,
+        calls_per_acq: calls / acquisitions,
+        scripts_per_acq: scripts / acquisitions,
+        client_per_acq,
+    }
+}
+
+pub(crate) fn record_p3(results: &mut Results, n: usize, imp: &str, r: &P3Rep) {
+    match &r.client_per_acq {
+        None => {
+            results.add(&format!("p3.{n}.p50_us"), imp, r.p50_us);
+            results.add(&format!("p3.{n}.p99_us"), imp, r.p99_us);
+            results.add(&format!("p3.{n}.calls"), imp, r.calls_per_acq);
+            results.add(&format!("p3.{n}.scripts"), imp, r.scripts_per_acq);
+        }
+        Some(by_name) => {
+            results.add(&format!("p3.{n}.client"), imp, by_name.values().sum());
+            let mut parts: Vec<(&String, &f64)> =
+                by_name.iter().filter(|(_, v)| **v >= 0.005).collect();
+            parts.sort_by(|a, b| b.1.partial_cmp(a.1).unwrap().then(a.0.cmp(b.0)));
+            let text = parts
+                .iter()
+                .map(|(k, v)| format!("{} {:.2}", k.to_uppercase(), v))
+                .collect::<Vec<_>>()
+                .join(", ");
+            eprintln!("  p3.{n} client commands by name {imp:<16} {text}");
+            results.breakdown.push((n, imp.to_string(), text));
+        }
+    }
+}
