@@ -14,7 +14,7 @@ use crate::holds::{Holds, Lease};
 use crate::lock::Lock;
 use crate::protocol::Protocol;
 use crate::pubsub::Hub;
-use crate::release::{self, Job, Unlock};
+use crate::release::{self, Job, SpentLatches, Unlock};
 use crate::watchdog::Watchdog;
 
 /// State shared by the client handles, its locks and their guards.
@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) protocol: Protocol,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Arc<Holds>,
+    /// Unlock latches whose answers were read, deleted a sweep at a time.
+    pub(crate) latches: Arc<SpentLatches>,
     jobs: mpsc::UnboundedSender<Job>,
     closed: AtomicBool,
     tasks: CancellationToken,
@@ -151,7 +153,17 @@ impl LockClient {
         };
         tokio::spawn(watchdog.run(tasks.clone()));
         let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(release::run_release_task(protocol.clone(), rx));
+        let latches = Arc::new(SpentLatches::default());
+        tokio::spawn(release::run_release_task(
+            protocol.clone(),
+            latches.clone(),
+            rx,
+        ));
+        tokio::spawn(release::run_latch_sweeper(
+            protocol.clone(),
+            latches.clone(),
+            tasks.clone(),
+        ));
 
         let client_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(client_id, "lock client connected");
@@ -162,6 +174,7 @@ impl LockClient {
                 protocol,
                 hub,
                 holds,
+                latches,
                 jobs,
                 closed: AtomicBool::new(false),
                 tasks,
@@ -205,7 +218,7 @@ impl LockClient {
     }
 
     /// Releases every lock this client still holds, waits for pending background releases,
-    /// and stops the client's tasks. Guards still alive see their lock-lost signal fire; any
+    /// deletes the spent unlock latches not yet swept, and stops the client's tasks. Guards still alive see their lock-lost signal fire; any
     /// later operation fails with [`Error::Shutdown`]. Idempotent.
     ///
     /// Release failures (Redis unreachable) are logged, not returned: those locks end when
@@ -225,6 +238,7 @@ impl LockClient {
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
         let _ = flushed.await;
+        shared.latches.sweep(&shared.protocol, true).await;
         shared.tasks.cancel();
     }
 }

@@ -178,15 +178,20 @@ impl Config {
 
     /// The connection info to use, with TLS trust settings applied.
     pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo> {
+        // TCP_NODELAY, as Redisson (Netty) sets by default: with Nagle's algorithm on, a command
+        // written while an earlier one is unacknowledged (an acquire right after the unlock
+        // latch's fire-and-forget DEL) waits for that acknowledgement.
+        let tcp = self.connection.tcp_settings().clone().set_nodelay(true);
+        let connection = self.connection.clone().set_tcp_settings(tcp);
         match &self.tls_root_cert {
-            None => Ok(self.connection.clone()),
+            None => Ok(connection),
             #[cfg(feature = "tls")]
             Some(pem) => {
                 let certs = redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(pem.clone()),
                 };
-                redis::Client::build_with_tls(self.connection.clone(), certs)
+                redis::Client::build_with_tls(connection, certs)
                     .map(|client| client.get_connection_info().clone())
                     .map_err(|e| Error::Config(format!("unusable TLS settings: {e}")))
             }

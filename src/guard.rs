@@ -166,19 +166,19 @@ impl LockGuard {
         };
         let result = unlock.run(&hold.shared.protocol).await;
         pending.unlock = None;
-        if let Ok((_, _, latch)) = &result {
-            // Queued without waiting for its reply: costs the caller no round trip.
-            hold.shared.protocol.delete_latch(latch).await;
-        }
+        let result = result.map(|(release, sent_at, latch)| {
+            hold.shared.latches.retire(latch);
+            (release, sent_at)
+        });
         match result {
-            Ok((Release::Released, _, _)) => Ok(()),
-            Ok((Release::StillHeld, sent_at, _)) => {
+            Ok((Release::Released, _)) => Ok(()),
+            Ok((Release::StillHeld, sent_at)) => {
                 hold.shared
                     .holds
                     .lease_reset(&hold.ticket, hold.lease, sent_at);
                 Ok(())
             }
-            Ok((Release::NotHeld, _, _)) => Err(Error::NotOwner {
+            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
                 lock: hold.name.to_string(),
                 owner: hold.field.to_string(),
             }),

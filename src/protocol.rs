@@ -147,14 +147,18 @@ impl Protocol {
         })
     }
 
-    /// Deletes an unlock latch once its answer has been read (best effort: it expires anyway).
+    /// Deletes unlock latches whose answers have been read, in one `DEL` (best effort: they
+    /// expire anyway).
     ///
-    /// Fire and forget, as Redisson does: the `DEL` is queued on the connection before this
-    /// returns, so Redis runs it before any later command of this client, but its reply is not
-    /// awaited (the connection reads and drops it). That saves the unlock a round trip.
-    pub(crate) async fn delete_latch(&self, latch: &str) {
+    /// With `confirm` false it is fire and forget, as Redisson does for its one latch: the
+    /// `DEL` is queued on the connection before this returns, but its reply is not awaited
+    /// (the connection reads and drops it). With `confirm` it returns once Redis has run it.
+    pub(crate) async fn delete_latches(&self, latches: &[String], confirm: bool) {
+        if latches.is_empty() {
+            return;
+        }
         let mut cmd = redis::cmd("DEL");
-        cmd.arg(latch).set_no_response(true);
+        cmd.arg(latches).set_no_response(!confirm);
         let _: RedisResult<()> = cmd.query_async(&mut self.conn.clone()).await;
     }
 

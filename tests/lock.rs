@@ -364,3 +364,43 @@ async fn key_prefix_maps_key_and_channel() {
     assert_eq!(client.lock("x").key(), "app:x");
     g.unlock().await.unwrap();
 }
+
+/// Spent unlock latches are deleted together, a sweep at a time, not one `DEL` per unlock;
+/// none is left behind, and shutdown deletes the ones still waiting for their sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spent_latches_are_deleted_in_sweeps_and_at_shutdown() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let latches = || server.cmd::<Vec<String>>(&["KEYS", "redisson_unlock_latch*"]);
+    let dels_before = server.command_calls("del");
+    let unlocks = 200;
+    let guards = futures::future::join_all((0..unlocks).map(|i| {
+        let lock = client.lock(format!("sweep:{i}"));
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    futures::future::join_all(guards.into_iter().map(|g| g.unlock()))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || latches().is_empty()).await);
+    // Redis counts the `DEL` each unlock script runs on the lock's hash too.
+    let sweeps = server.command_calls("del") - dels_before - unlocks;
+    assert!(
+        (1..unlocks / 10).contains(&sweeps),
+        "{sweeps} DEL commands for {unlocks} latches"
+    );
+
+    // One more latch, and shut down within its sweep: shutdown deletes it.
+    client
+        .lock("last")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    client.shutdown().await;
+    assert_eq!(latches(), Vec::<String>::new(), "a latch outlived shutdown");
+}
