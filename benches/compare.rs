@@ -40,7 +40,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use java::{java_command, run_java, Java};
+use serde_json::Value;
+
+use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use redis_util::flushall;
 use report::table;
@@ -201,6 +203,31 @@ fn main() {
         results.add("rtt.p99_us", "floor", p99);
     }
 
+    // Redisson serves P1/P2 repetitions from one warmed-up JVM per version, alternating with
+    // the Rust ones: a slow drift of the shared machine then hits every implementation alike.
+    let mut servers: Vec<(String, Driven)> = Vec::new();
+    if wants("p1") || wants("p2") {
+        for j in &jars {
+            eprintln!(
+                "P1/P2: starting {} (JVM warm-up {:?})",
+                java_name(j),
+                plan.java_warmup
+            );
+            let args = [
+                "serve".to_string(),
+                plan.java_warmup.as_millis().to_string(),
+                plan.p2_owners.to_string(),
+            ];
+            let mut server = Driven::start(java_command(j, &url, &args));
+            server
+                .expect("ready", plan.java_warmup + Duration::from_secs(120))
+                .expect("the JVM never became ready");
+            servers.push((java_name(j), server));
+        }
+        flushall(&url);
+    }
+    let java_timeout = Duration::from_secs(120);
+
     if wants("p1") {
         eprintln!(
             "P1: uncontended lock+unlock ({} pairs x {} reps)",
@@ -212,6 +239,13 @@ fn main() {
                 results.add("p1.p50_us", imp, p50);
                 results.add("p1.p99_us", imp, p99);
                 results.add("p1.cpu_us", imp, cpu);
+                flushall(&url);
+            }
+            for (imp, server) in &mut servers {
+                let request = format!("p1 {} {}", plan.p1_iters, JAVA_REP_WARMUP_MS);
+                for v in server.request(&request, java_timeout) {
+                    record_java(&mut results, imp, &v);
+                }
                 flushall(&url);
             }
         }
@@ -230,7 +264,23 @@ fn main() {
                 results.add("p2.cpu_us", imp, cpu);
                 flushall(&url);
             }
+            for (imp, server) in &mut servers {
+                for kind in ["p2", "p2async"] {
+                    let request = format!(
+                        "{kind} {} {}",
+                        plan.p2_secs.as_millis(),
+                        plan.p2_warmup.as_millis()
+                    );
+                    for v in server.request(&request, java_timeout) {
+                        record_java(&mut results, imp, &v);
+                    }
+                    flushall(&url);
+                }
+            }
         }
+    }
+    for (_, server) in servers {
+        server.finish();
     }
 
     if wants("p3") {
@@ -255,65 +305,26 @@ fn main() {
                 }
             }
         }
-    }
-
-    if wants("p1") || wants("p2") || wants("p3") {
-        // Redisson: P1, P2 (threads and async) and P3 in one JVM per version, warmed up once.
+        // Redisson: every N in one JVM per version, after a warm-up of hand-offs as long as the
+        // JVM warm-up (a hand-off takes about the 2-3 ms hold). Only one client is alive while
+        // the commands are counted.
         for j in &jars {
-            eprintln!(
-                "P1-P3: {} (JVM warm-up {:?})",
-                java_name(j),
-                plan.java_warmup
-            );
+            eprintln!("P3: {} (JVM warm-up {:?})", java_name(j), plan.java_warmup);
             let ns: Vec<String> = plan.p3_ns.iter().map(|n| n.to_string()).collect();
-            let a = vec![
-                "suite".to_string(),
-                plan.java_warmup.as_millis().to_string(),
-                plan.p1_iters.to_string(),
-                plan.reps.to_string(),
-                plan.p2_owners.to_string(),
-                plan.p2_secs.as_millis().to_string(),
+            let jvm_warmup_handoffs = (plan.java_warmup.as_millis() / 3).max(100);
+            let args = vec![
+                "p3".to_string(),
                 ns.join(","),
                 plan.p3_handoffs.to_string(),
                 plan.p3_warmup.to_string(),
                 plan.p3_hold_ms.to_string(),
                 plan.p3_reps.to_string(),
+                jvm_warmup_handoffs.to_string(),
                 plan.p3_count_handoffs.to_string(),
             ];
             let imp = java_name(j);
-            for v in run_java(j, &url, &a) {
-                match v["scenario"].as_str() {
-                    Some("p1") => {
-                        results.add("p1.p50_us", &imp, v["p50_us"].as_f64().unwrap());
-                        results.add("p1.p99_us", &imp, v["p99_us"].as_f64().unwrap());
-                        results.add("p1.cpu_us", &imp, v["cpu_us"].as_f64().unwrap());
-                    }
-                    Some("p2") => {
-                        results.add("p2.ops", &imp, v["ops_per_s"].as_f64().unwrap());
-                        results.add("p2.cpu_us", &imp, v["cpu_us"].as_f64().unwrap());
-                    }
-                    Some("p2async") => {
-                        results.add("p2.ops_async", &imp, v["ops_per_s"].as_f64().unwrap());
-                        results.add("p2.cpu_us_async", &imp, v["cpu_us"].as_f64().unwrap());
-                    }
-                    Some("p3") => {
-                        let n = v["n"].as_u64().unwrap() as usize;
-                        let client = v["client"].as_object().map(|m| {
-                            m.iter()
-                                .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
-                                .collect::<HashMap<_, _>>()
-                        });
-                        let r = P3Rep {
-                            p50_us: v["p50_us"].as_f64().unwrap_or(f64::NAN),
-                            p99_us: v["p99_us"].as_f64().unwrap_or(f64::NAN),
-                            calls_per_acq: v["calls_per_acq"].as_f64().unwrap_or(f64::NAN),
-                            scripts_per_acq: v["scripts_per_acq"].as_f64().unwrap_or(f64::NAN),
-                            client_per_acq: client,
-                        };
-                        record_p3(&mut results, n, &imp, &r);
-                    }
-                    _ => eprintln!("java: unexpected {v}"),
-                }
+            for v in run_java(j, &url, &args) {
+                record_java(&mut results, &imp, &v);
             }
             flushall(&url);
         }
@@ -362,4 +373,44 @@ fn main() {
             &jars.iter().map(java_name).collect::<Vec<_>>()
         )
     );
+}
+
+/// Warm-up before each Redisson P1 repetition, in ms (its JVM is warm already).
+const JAVA_REP_WARMUP_MS: u64 = 500;
+
+/// Records one result line of `interop.Bench`.
+fn record_java(results: &mut Results, imp: &str, v: &Value) {
+    let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    match v["scenario"].as_str() {
+        Some("p1") => {
+            results.add("p1.p50_us", imp, num("p50_us"));
+            results.add("p1.p99_us", imp, num("p99_us"));
+            results.add("p1.cpu_us", imp, num("cpu_us"));
+        }
+        Some("p2") => {
+            results.add("p2.ops", imp, num("ops_per_s"));
+            results.add("p2.cpu_us", imp, num("cpu_us"));
+        }
+        Some("p2async") => {
+            results.add("p2.ops_async", imp, num("ops_per_s"));
+            results.add("p2.cpu_us_async", imp, num("cpu_us"));
+        }
+        Some("p3") => {
+            let n = v["n"].as_u64().unwrap() as usize;
+            let client = v["client"].as_object().map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+                    .collect::<HashMap<_, _>>()
+            });
+            let r = P3Rep {
+                p50_us: num("p50_us"),
+                p99_us: num("p99_us"),
+                calls_per_acq: num("calls_per_acq"),
+                scripts_per_acq: num("scripts_per_acq"),
+                client_per_acq: client,
+            };
+            record_p3(results, n, imp, &r);
+        }
+        _ => eprintln!("java: unexpected {v}"),
+    }
 }

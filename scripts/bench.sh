@@ -32,6 +32,7 @@ done
 
 echo "== building the bench (release)" >&2
 bin="$(cargo bench --bench compare --no-run --message-format=json-render-diagnostics \
+    | grep '"kind":\["bench"\]' | grep '"name":"compare"' \
     | grep -o '"executable":"[^"]*"' | tail -n 1 | cut -d'"' -f4)"
 [[ -x "$bin" ]] || { echo "scripts/bench.sh: could not find the bench executable" >&2; exit 1; }
 
@@ -145,11 +146,16 @@ $table
   subscription and a \`Notify\`; renewal (P4) is a loop sending batches of 100 keys in sequence.
   No registry, no owners, no retries, no cancel safety: the cost any client of this protocol pays.
 - **Redisson**: \`interop.Bench\` (interop/src/main/java/interop/Bench.java) in the interop jar of
-  each version, default \`Config\` apart from the watchdog timeout. P1–P3 run in one JVM per
-  version (\`interop.Bench suite\`) after one warm-up of every measured path (the JIT needs
-  seconds: 15 s, or 5 s with --quick); P4 in a fresh JVM per size. Owners are Java threads.
-- One client per implementation, all against the same server; the Rust runs of P1–P3 alternate
-  crate and floor repetition by repetition; the server is flushed between runs.
+  each version, default \`Config\` apart from the watchdog timeout. P1/P2 run in one JVM per
+  version (\`interop.Bench serve\`), warmed up on every measured path first (the JIT needs
+  seconds: 15 s, or 5 s with --quick); P3 in one JVM per version after a warm-up of hand-offs
+  as long; P4 in a fresh JVM per size. Owners are Java threads.
+- One client per implementation, all against the same server, flushed between runs. P1 and P2
+  **alternate every implementation repetition by repetition** (crate, floor, each Redisson, then
+  again), with both JVMs alive and idle while the others run, so a slow drift of the shared
+  machine hits all alike; P3 alternates crate and floor, then runs each Redisson with no other
+  client connected (its command counts would include their pings).
+- Every client has TCP_NODELAY on (the crate and the floor set it, Netty does by default).
 - **P1**: one owner, \`lock\` + \`unlock\` on one key, sequentially; latency of the pair.
 - **P2**: 64 owners, each on its own key, through one client; completed pairs per second.
 - **P3**: N waiters + 1 holder on one key. The holder holds 2 ms then unlocks; an owner that
@@ -188,6 +194,9 @@ $table
   acquisition burst, and 3.23.4's per-lock timers flood the server with full-text \`EVAL\`s
   (its acquisition alone takes minutes). Redisson's default 30 s timeout makes that load 10×
   lighter; the 3 s timeout is what makes 100k locks a stress test here.
+- The crate deletes spent unlock latches together, one \`DEL\` per 50 ms sweep; the floor and
+  Redisson 4.7.0 send one \`DEL\` per unlock (3.23.4 has no latch). That is the crate's
+  \`DEL\` column in P3, and part of its P1/P2 advantage over the floor.
 - Redisson 4.7.0 was seen (MONITOR) sending bursts of single-key renewal scripts for the hot P3
   key while it is handed from thread to thread, hundreds per second; its P3 command counts vary
   from run to run for that reason.

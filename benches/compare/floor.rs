@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Script};
+use redis::{AsyncConnectionConfig, IntoConnectionInfo, Script};
 use tokio::sync::Notify;
 
 static ACQUIRE: LazyLock<Script> =
@@ -23,7 +23,11 @@ const LATCH_PX_MS: u64 = 20_000;
 
 pub(crate) async fn floor_conn(url: &str) -> MultiplexedConnection {
     let config = AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    redis::Client::open(url)
+    // The same transport settings as the crate's (TCP_NODELAY): the floor differs only by
+    // having no library logic.
+    let info = url.into_connection_info().unwrap();
+    let tcp = info.tcp_settings().clone().set_nodelay(true);
+    redis::Client::open(info.set_tcp_settings(tcp))
         .unwrap()
         .get_multiplexed_async_connection_with_config(&config)
         .await

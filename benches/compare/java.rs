@@ -1,5 +1,6 @@
 //! Child processes: Redisson's `interop.Bench` (one scenario run to completion) and `Driven`,
-//! a P4 child (Rust or JVM) driven over stdin/stdout.
+//! a child (a JVM serving P1/P2 repetitions, or a P4 child in Rust or Java) driven over
+//! stdin/stdout.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -47,7 +48,7 @@ pub(crate) fn run_java(java: &Java, url: &str, args: &[String]) -> Vec<Value> {
     results
 }
 
-/// A P4 child (Rust or JVM) driven over stdin/stdout.
+/// A child driven over stdin/stdout: JSON lines out, one request per line in.
 pub(crate) struct Driven {
     child: Child,
     stdin: ChildStdin,
@@ -56,7 +57,7 @@ pub(crate) struct Driven {
 
 impl Driven {
     pub(crate) fn start(mut cmd: Command) -> Driven {
-        let mut child = cmd.spawn().expect("start P4 child");
+        let mut child = cmd.spawn().expect("start a driven child");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
@@ -88,6 +89,22 @@ impl Driven {
                 Ok(v) if v["phase"] == phase => return Some(v),
                 Ok(v) => eprintln!("child: {v}"),
                 Err(_) => return None,
+            }
+        }
+    }
+
+    /// Sends one request line and returns the result lines that precede its
+    /// `{"phase":"done"}`.
+    pub(crate) fn request(&mut self, line: &str, timeout: Duration) -> Vec<Value> {
+        self.send(line);
+        let deadline = Instant::now() + timeout;
+        let mut results = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(v) if v["phase"] == "done" => return results,
+                Ok(v) => results.push(v),
+                Err(_) => panic!("no answer to {line:?} within {timeout:?}"),
             }
         }
     }

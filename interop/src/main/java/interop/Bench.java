@@ -45,9 +45,12 @@ import org.redisson.config.Config;
  * java -cp agent-&lt;v&gt;.jar interop.Bench &lt;redis-url&gt; p2async &lt;owners&gt; &lt;ms&gt; &lt;warmupMs&gt; &lt;reps&gt;
  * java -cp agent-&lt;v&gt;.jar interop.Bench &lt;redis-url&gt; p3 &lt;n,n,..&gt; &lt;handoffs&gt; &lt;warmupAcq&gt; &lt;holdMs&gt; &lt;reps&gt; &lt;jvmWarmupHandoffs&gt; &lt;countHandoffs&gt;
  * java -cp agent-&lt;v&gt;.jar interop.Bench &lt;redis-url&gt; p4 &lt;locks&gt; &lt;watchdogMs&gt;   (then stdin: start, stop, quit)
- * java -cp agent-&lt;v&gt;.jar interop.Bench &lt;redis-url&gt; suite &lt;warmupMs&gt; &lt;p1Iters&gt; &lt;reps&gt; &lt;owners&gt; &lt;p2Ms&gt;
- *      &lt;n,n,..&gt; &lt;handoffs&gt; &lt;warmupAcq&gt; &lt;holdMs&gt; &lt;p3Reps&gt; &lt;countHandoffs&gt;
- *      (P1, P2, P2 async and P3 in one JVM, after one warm-up of warmupMs: the JIT needs seconds)
+ * java -cp agent-&lt;v&gt;.jar interop.Bench &lt;redis-url&gt; serve &lt;warmupMs&gt; &lt;owners&gt;
+ *      (warms up every P1/P2 path for warmupMs (the JIT needs seconds), prints {"phase":"ready"}, then runs
+ *      one repetition per stdin line and prints {"phase":"done"} after it:
+ *      "p1 &lt;iters&gt; &lt;warmupMs&gt;", "p2 &lt;ms&gt; &lt;warmupMs&gt;", "p2async &lt;ms&gt; &lt;warmupMs&gt;"; "quit" ends it.
+ *      The orchestrator alternates these repetitions with the Rust ones, so slow drifts of a shared
+ *      machine hit every implementation alike.)
  * </pre>
  *
  * P1: one thread, lock()+unlock() on one key: p50/p99 per pair. P2: owners threads, each on its
@@ -89,8 +92,8 @@ public final class Bench {
                     p3(connect(url, 30000), url, p[0], Integer.parseInt(p[1]), Integer.parseInt(p[2]),
                             Long.parseLong(p[3]), Integer.parseInt(p[4]), Integer.parseInt(p[5]), Integer.parseInt(p[6]));
                     break;
-                case "suite":
-                    suite(url, p);
+                case "serve":
+                    serve(url, Long.parseLong(p[0]), Integer.parseInt(p[1]));
                     break;
                 case "p4":
                     p4(url, Integer.parseInt(p[0]), Long.parseLong(p[1]));
@@ -127,36 +130,35 @@ public final class Bench {
 
     // ------------------------------------------------------------------------------------------
 
-    /** P1, P2 (threads), P2 (async) and P3 in one JVM and one client, warmed up once. */
-    private static void suite(String url, String[] p) throws Exception {
-        long warmupMs = Long.parseLong(p[0]);
-        int p1Iters = Integer.parseInt(p[1]);
-        int reps = Integer.parseInt(p[2]);
-        int owners = Integer.parseInt(p[3]);
-        long p2Ms = Long.parseLong(p[4]);
-        String ns = p[5];
-        int handoffs = Integer.parseInt(p[6]);
-        int p3Warmup = Integer.parseInt(p[7]);
-        long holdMs = Long.parseLong(p[8]);
-        int p3Reps = Integer.parseInt(p[9]);
-        int countHandoffs = Integer.parseInt(p[10]);
+    /** P1 and P2 (threads and async) repetitions on request, in one JVM and one client, warmed up once. */
+    private static void serve(String url, long warmupMs, int owners) throws Exception {
         RedissonClient client = connect(url, 30000);
         long t = System.nanoTime();
-        // Warm-up of every code path measured below (results not reported).
         p2async(client, owners, 0, warmupMs * 2 / 5, 0);
-        p2(client, owners, 0, warmupMs / 5, 0);
+        p2(client, owners, 0, warmupMs * 2 / 5, 0);
         p1(client, 0, warmupMs / 5, 0);
-        long left = warmupMs - (System.nanoTime() - t) / 1_000_000L;
-        p3Run(client, url, 8, p3Warmup, (int) Math.max(100, left / 3), holdMs, null);
         flushall(url);
         System.err.printf("interop.Bench: JVM warm-up took %d ms%n", (System.nanoTime() - t) / 1_000_000L);
-        p1(client, p1Iters, 500, reps);
-        flushall(url);
-        p2(client, owners, p2Ms, 500, reps);
-        flushall(url);
-        p2async(client, owners, p2Ms, 500, reps);
-        flushall(url);
-        p3(client, url, ns, handoffs, p3Warmup, holdMs, p3Reps, 0, countHandoffs);
+        emit("{\"phase\":\"ready\"}");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] c = line.trim().split("\\s+");
+            switch (c[0]) {
+                case "p1":
+                    p1(client, Integer.parseInt(c[1]), Long.parseLong(c[2]), 1);
+                    break;
+                case "p2":
+                    p2(client, owners, Long.parseLong(c[1]), Long.parseLong(c[2]), 1);
+                    break;
+                case "p2async":
+                    p2async(client, owners, Long.parseLong(c[1]), Long.parseLong(c[2]), 1);
+                    break;
+                default:
+                    return;
+            }
+            emit("{\"phase\":\"done\"}");
+        }
     }
 
     private static void p1(RedissonClient client, int iters, long warmupMs, int reps) {
