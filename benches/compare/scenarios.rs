@@ -93,8 +93,8 @@ impl Setup {
 // P1: uncontended lock + unlock, one owner, sequential
 
 /// `(p50 µs, p99 µs, client CPU µs per pair)`.
-pub(crate) async fn p1(imp: &str, url: &str, warmup: usize, iters: usize) -> (f64, f64, f64) {
-    let setup = Setup::new(imp, url).await;
+pub(crate) async fn p1(imp: String, url: String, warmup: usize, iters: usize) -> (f64, f64, f64) {
+    let setup = Setup::new(&imp, &url).await;
     let wake = Arc::new(Notify::new());
     let mut locker = setup.locker("bench:p1", 0, &wake);
     for _ in 0..warmup {
@@ -116,8 +116,8 @@ pub(crate) async fn p1(imp: &str, url: &str, warmup: usize, iters: usize) -> (f6
 }
 
 /// One round trip for reference: `PING` over a raw multiplexed connection, `(p50, p99)` in µs.
-pub(crate) async fn round_trip(url: &str, n: usize) -> (f64, f64) {
-    let mut conn = floor_conn(url).await;
+pub(crate) async fn round_trip(url: String, n: usize) -> (f64, f64) {
+    let mut conn = floor_conn(&url).await;
     let mut lat = Vec::with_capacity(n);
     for i in 0..n + n / 5 {
         let t = Instant::now();
