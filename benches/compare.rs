@@ -294,6 +294,13 @@ fn main() {
             );
             for rep in 0..=plan.p3_reps {
                 let counting = rep == plan.p3_reps;
+                if !counting {
+                    // The round trip P3 is judged in, measured beside it: one measurement at
+                    // the start was seen anywhere from 13 to 40 µs on a shared machine.
+                    let (p50, p99) = in_task(&rt, round_trip(url.clone(), 1000));
+                    results.add("rtt.p50_us", "floor", p50);
+                    results.add("rtt.p99_us", "floor", p99);
+                }
                 for imp in rust {
                     let handoffs = if counting {
                         count_handoffs

@@ -180,8 +180,9 @@ $table
 - **Client CPU** in P1/P2 is the whole client process over the measured loop (Rust: \`getrusage\`,
   all runtime threads; JVM: every thread), divided by the pairs: less noisy than latency on a
   busy machine, and the best view of what the library itself costs.
-- **Round trip**: p50 of a raw redis-rs \`PING\` in a task on the same runtime, measured first;
-  P3's target is judged in those units.
+- **Round trip**: p50 of a raw redis-rs \`PING\` in a task on the same runtime, measured at the
+  start and again before each P3 repetition (the median is used: a single measurement was seen
+  anywhere from 13 to 40 µs on this machine); P3's target is judged in those units.
 
 ## Notes
 

@@ -294,7 +294,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         r.median("rtt.p99_us", "floor"),
     ) {
         out.push_str(&format!(
-            "One round trip in this run (redis-rs `PING` in a task on the same runtime): p50 {} µs, p99 {} µs.\n",
+            "One round trip in this run (redis-rs `PING` in a task on the same runtime; median of the measurements at the start and before each P3 repetition): p50 {} µs, p99 {} µs.\n",
             fmt_num(p50),
             fmt_num(p99)
         ));
