@@ -218,8 +218,9 @@ impl LockClient {
     }
 
     /// Releases every lock this client still holds, waits for pending background releases,
-    /// deletes the spent unlock latches not yet swept, and stops the client's tasks. Guards still alive see their lock-lost signal fire; any
-    /// later operation fails with [`Error::Shutdown`]. Idempotent.
+    /// deletes the spent unlock latches not yet swept, and stops the client's tasks. Guards
+    /// still alive see their lock-lost signal fire; any later operation fails with
+    /// [`Error::Shutdown`]. Idempotent.
     ///
     /// Release failures (Redis unreachable) are logged, not returned: those locks end when
     /// their lease runs out, since nothing renews them any more.

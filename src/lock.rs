@@ -291,31 +291,23 @@ impl Lock {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
 
         let hub = &self.shared.hub;
-        let may_wait = wait != Some(Duration::ZERO);
-        let channel = if may_wait {
-            names::lock_channel(&self.key)
-        } else {
-            String::new()
-        };
+        // No channel for a single attempt (`try_lock`): it never waits.
+        let channel = (wait != Some(Duration::ZERO)).then(|| names::lock_channel(&self.key));
         // When another waiter of this client keeps the channel subscribed, join it first: one
         // attempt, made while subscribed, then does what two (before and after) would.
-        let joined = if may_wait {
-            hub.join_live(&channel)
-        } else {
-            None
-        };
+        let joined = channel.as_deref().and_then(|c| hub.join_live(c));
         let mut attempted = joined.is_none();
-        let subscription = match joined {
-            Some(subscription) => subscription,
-            None => {
+        let subscription = match (joined, channel) {
+            (Some(subscription), _) => subscription,
+            (None, channel) => {
                 // First attempt before subscribing: the uncontended path costs one round trip.
                 if let Ok(guard) = self.attempt(&field, owner, lease).await? {
                     return Ok(Some(guard));
                 }
-                if !may_wait {
-                    return Ok(None);
+                match channel {
+                    Some(channel) => hub.subscribe(&channel).await,
+                    None => return Ok(None),
                 }
-                hub.subscribe(&channel).await
             }
         };
 

@@ -30,7 +30,7 @@ const UNLOCK_ATTEMPTS: u32 = 3;
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// How long spent latches are gathered before one `DEL` removes them (far inside their PX).
-pub(crate) const LATCH_SWEEP: Duration = Duration::from_millis(50);
+const LATCH_SWEEP: Duration = Duration::from_millis(50);
 /// Most latches one `DEL` names.
 const LATCHES_PER_DEL: usize = 512;
 
