@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use redisson_lock::{LockClient, Owner};
-use support::{channel, eventually, spawn_waiter, RedisServer};
+use support::{channel, eventually, load_scripts, spawn_waiter, RedisServer};
 
 const LEASE: Duration = Duration::from_millis(1500);
 const LONG_LEASE: Duration = Duration::from_secs(30);
@@ -224,14 +224,7 @@ async fn unlock_resent_after_timeouts_never_drifts_the_hold_count() {
     .unwrap();
     // Load the unlock script first: a NOSCRIPT reply would mean the first send never ran,
     // and the test must make a first send that runs but whose reply comes too late.
-    client
-        .lock("warm-up")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    load_scripts(&client).await;
     let lock = client.lock("paused").with_owner(Owner::new());
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();

@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::{channel, eventually, spawn_waiter, RedisServer};
+use support::{channel, eventually, load_scripts, spawn_waiter, RedisServer};
 use tokio::time::Instant;
 
 /// Holders in these tests take a long fixed lease: a waiter that gets in quickly after the
@@ -162,15 +162,7 @@ async fn waiters_survive_a_pubsub_disconnect_and_are_still_woken_by_message() {
 async fn a_waiter_sends_no_attempt_its_own_clients_holder_would_refuse() {
     let server = RedisServer::start();
     let client = server.client().await;
-    // Load the scripts, so that no NOSCRIPT retry shows in the counts below.
-    client
-        .lock("warm-up")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    load_scripts(&client).await;
     let holder = client
         .lock("local")
         .lock_with_lease(LONG_LEASE)
