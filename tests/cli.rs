@@ -618,3 +618,48 @@ fn usage_and_connection_errors_have_their_exit_codes() {
         "released after the failed start"
     );
 }
+
+/// `--tls-ca` makes a `rediss://` server with a private CA usable from every subcommand; without
+/// it the certificate is refused (exit 75, one line), never trusted blindly.
+#[cfg(feature = "tls")]
+#[test]
+fn every_subcommand_reaches_a_tls_server_through_its_private_ca() {
+    let tls = support::tls::TlsServer::start();
+    let ca = tls.ca_path();
+    let rlock_tls = |with_ca: bool, args: &[&str]| {
+        let mut cmd = Command::new(RLOCK);
+        cmd.env("REDIS_URL", tls.url());
+        if with_ca {
+            cmd.arg("--tls-ca").arg(&ca);
+        }
+        cmd.args(args);
+        output(cmd)
+    };
+
+    for args in [
+        &["status", "vault"][..],
+        &["run", "vault", "--", "true"],
+        &["unlock", "vault", "--force", "--yes"],
+    ] {
+        let (status, _, stderr) = rlock_tls(false, args);
+        assert_eq!(status.code(), Some(75), "{args:?} without the CA: {stderr}");
+        assert_one_error_line(&stderr);
+    }
+
+    let (status, stdout, stderr) = rlock_tls(true, &["run", "vault", "--", "echo", "inside"]);
+    assert!(status.success(), "run: {stderr}");
+    assert_eq!(stdout, "inside\n");
+    let (status, stdout, stderr) = rlock_tls(true, &["status", "vault", "--json"]);
+    assert!(status.success(), "status: {stderr}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["state"], "free", "released when the command ended");
+
+    tls.server.cmd::<i64>(&["HSET", "vault", "someone:1", "1"]);
+    let (status, _, stderr) = rlock_tls(true, &["unlock", "vault", "--force", "--yes"]);
+    assert!(status.success(), "unlock: {stderr}");
+    assert_eq!(tls.server.cmd::<i64>(&["EXISTS", "vault"]), 0);
+
+    let (status, _, stderr) = rlock_tls(false, &["--tls-ca", "/no/such/ca.pem", "status", "vault"]);
+    assert_eq!(status.code(), Some(64), "{stderr}");
+    assert_one_error_line(&stderr);
+}

@@ -3,12 +3,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use redisson_lock::{Config, LockClient};
-use support::{channel, spawn_waiter, RedisServer};
+use support::{spawn_waiter, RedisServer};
 
 /// The ACL from the README, for locks under the key prefix `locks:`.
 const LOCKER_ACL: &[&str] = &[
@@ -88,104 +86,20 @@ async fn a_least_privilege_acl_user_can_do_everything_the_lock_needs() {
     assert_eq!(server.cmd::<i64>(&["EXISTS", "other"]), 0);
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let status = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl must be on PATH");
-    assert!(status.success(), "openssl {args:?}");
-}
-
-/// A throwaway CA and a server certificate for 127.0.0.1, in `dir`.
-fn make_certificates(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=redisson-lock test CA",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ],
-    );
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "1",
-            "-extfile",
-            "san.ext",
-        ],
-    );
-}
-
+#[cfg(feature = "tls")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_with_a_private_ca_works_and_unknown_cas_are_refused() {
-    let certs = tempfile::tempdir().unwrap();
-    make_certificates(certs.path());
-    let path = |f: &str| certs.path().join(f).to_string_lossy().into_owned();
-    let tls_port = support::free_port().to_string();
-    let server = RedisServer::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &path("server.crt"),
-        "--tls-key-file",
-        &path("server.key"),
-        "--tls-ca-cert-file",
-        &path("ca.crt"),
-        "--tls-auth-clients",
-        "no",
-    ]);
-    let url = format!("rediss://127.0.0.1:{tls_port}");
+    use support::channel;
+    use support::tls::TlsServer;
+
+    let tls = TlsServer::start();
+    let (server, url) = (&tls.server, tls.url());
 
     // Without our CA the certificate is not trusted: no silent downgrade, no blind trust.
     let err = LockClient::connect(&url).await.unwrap_err();
     assert!(err.is_connection(), "{err}");
 
-    let ca = std::fs::read(certs.path().join("ca.crt")).unwrap();
+    let ca = std::fs::read(tls.ca_path()).unwrap();
     let config = Config::from_url(&url)
         .unwrap()
         .with_tls_root_cert(ca)

@@ -56,6 +56,11 @@ struct Global {
     )]
     url: String,
 
+    /// PEM file of the CA that signed the server's certificate, for a rediss:// server whose
+    /// certificate the system's roots do not trust (a private CA).
+    #[arg(long, global = true, env = "REDIS_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+
     /// Lease of watchdog-renewed locks (renewed every third of it); must match the fleet's
     /// Redisson lockWatchdogTimeout [default: 30s]
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
@@ -199,7 +204,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Demo => demo::demo(&runtime),
         Command::Status { name, json } => {
             let config = config(&cli.global)?;
-            let mut conn = status::connect(&cli.global.url)?;
+            let mut conn = status::connect(&cli.global.url, tls_ca(&cli.global)?.as_deref())?;
             let status = status::inspect(&mut conn, config.key_prefix(), &name)?;
             let text = if json {
                 format!("{}\n", status.to_json())
@@ -211,8 +216,9 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Command::Unlock { name, force, yes } => {
             let config = config(&cli.global)?;
+            let ca = tls_ca(&cli.global)?;
             let args = unlock::UnlockArgs { name, force, yes };
-            unlock::unlock(config, &cli.global.url, args, &runtime)
+            unlock::unlock(config, &cli.global.url, ca.as_deref(), args, &runtime)
         }
         Command::Run {
             name,
@@ -252,7 +258,32 @@ fn config(global: &Global) -> Result<Config, Failure> {
     if let Some(timeout) = global.watchdog_timeout {
         config = config.with_watchdog_timeout(timeout);
     }
+    if let Some(pem) = tls_ca(global)? {
+        config = with_tls_ca(config, pem)?;
+    }
     Ok(config)
+}
+
+/// The contents of `--tls-ca`, if given.
+fn tls_ca(global: &Global) -> Result<Option<Vec<u8>>, Failure> {
+    let Some(path) = &global.tls_ca else {
+        return Ok(None);
+    };
+    std::fs::read(path)
+        .map(Some)
+        .map_err(|e| Failure::usage(format!("cannot read --tls-ca {}: {e}", path.display())))
+}
+
+#[cfg(feature = "tls")]
+fn with_tls_ca(config: Config, pem: Vec<u8>) -> Result<Config, Failure> {
+    Ok(config.with_tls_root_cert(pem))
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls_ca(_: Config, _: Vec<u8>) -> Result<Config, Failure> {
+    Err(Failure::usage(
+        "--tls-ca needs rlock built with the `tls` feature",
+    ))
 }
 
 /// Writes to stdout, ignoring a closed pipe (`rlock status | head -1` must not panic).

@@ -108,11 +108,29 @@ pub struct Status {
     pub queue: Vec<Waiter>,
 }
 
-/// Opens a plain connection to `url` with short timeouts.
-pub fn connect(url: &str) -> Result<redis::Connection, Failure> {
+/// Opens a connection to `url` with short timeouts; for `rediss://`, `tls_ca` (PEM) is the
+/// root the server's certificate must chain to (the system's roots without it).
+pub fn connect(url: &str, tls_ca: Option<&[u8]>) -> Result<redis::Connection, Failure> {
     let timeout = Duration::from_secs(5);
-    let client = redis::Client::open(url)
-        .map_err(|e| Failure::usage(format!("invalid redis url ({})", e.category())))?;
+    let invalid =
+        |e: redis::RedisError| Failure::usage(format!("invalid redis url ({})", e.category()));
+    let client = match tls_ca {
+        None => redis::Client::open(url).map_err(invalid)?,
+        #[cfg(feature = "tls")]
+        Some(pem) => {
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.to_vec()),
+            };
+            redis::Client::build_with_tls(url, certs).map_err(invalid)?
+        }
+        #[cfg(not(feature = "tls"))]
+        Some(_) => {
+            return Err(Failure::usage(
+                "--tls-ca needs rlock built with the `tls` feature",
+            ))
+        }
+    };
     let conn = client
         .get_connection_with_timeout(timeout)
         .map_err(|e| Failure::new(failure::REDIS, format!("cannot connect to redis: {e}")))?;

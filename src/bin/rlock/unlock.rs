@@ -23,6 +23,7 @@ pub struct UnlockArgs {
 pub fn unlock(
     config: Config,
     url: &str,
+    tls_ca: Option<&[u8]>,
     args: UnlockArgs,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<u8, Failure> {
@@ -38,7 +39,7 @@ pub fn unlock(
         ));
     }
 
-    let mut conn = status::connect(url)?;
+    let mut conn = status::connect(url, tls_ca)?;
     let before = status::inspect(&mut conn, config.key_prefix(), &args.name)?;
     match before.state {
         State::Free => {
