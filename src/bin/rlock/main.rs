@@ -203,8 +203,9 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Demo => demo::demo(&runtime),
         Command::Status { name, json } => {
-            let config = config(&cli.global)?;
-            let mut conn = status::connect(&cli.global.url, tls_ca(&cli.global)?.as_deref())?;
+            let ca = tls_ca(&cli.global)?;
+            let config = config(&cli.global, ca.clone())?;
+            let mut conn = status::connect(&cli.global.url, ca.as_deref())?;
             let status = status::inspect(&mut conn, config.key_prefix(), &name)?;
             let text = if json {
                 format!("{}\n", status.to_json())
@@ -215,8 +216,8 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Unlock { name, force, yes } => {
-            let config = config(&cli.global)?;
             let ca = tls_ca(&cli.global)?;
+            let config = config(&cli.global, ca.clone())?;
             let args = unlock::UnlockArgs { name, force, yes };
             unlock::unlock(config, &cli.global.url, ca.as_deref(), args, &runtime)
         }
@@ -231,7 +232,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             if lease == Some(Duration::ZERO) {
                 return Err(Failure::usage("--lease must be longer than 0"));
             }
-            let config = config(&cli.global)?;
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
             let args = run::RunArgs {
                 name,
                 wait,
@@ -245,8 +246,8 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// The library configuration from the global flags.
-fn config(global: &Global) -> Result<Config, Failure> {
+/// The library configuration from the global flags; `tls_ca` is the contents of `--tls-ca`.
+fn config(global: &Global, tls_ca: Option<Vec<u8>>) -> Result<Config, Failure> {
     let mut config = Config::from_url(&global.url)
         .map_err(Failure::from_lock)?
         .with_key_prefix(global.key_prefix.clone())
@@ -258,7 +259,7 @@ fn config(global: &Global) -> Result<Config, Failure> {
     if let Some(timeout) = global.watchdog_timeout {
         config = config.with_watchdog_timeout(timeout);
     }
-    if let Some(pem) = tls_ca(global)? {
+    if let Some(pem) = tls_ca {
         config = with_tls_ca(config, pem)?;
     }
     Ok(config)
@@ -339,6 +340,6 @@ mod tests {
             cli.global.watchdog_timeout,
             Some(Duration::from_millis(1500))
         );
-        assert_eq!(config(&cli.global).unwrap().key_prefix(), "p:");
+        assert_eq!(config(&cli.global, None).unwrap().key_prefix(), "p:");
     }
 }
