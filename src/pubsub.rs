@@ -8,8 +8,9 @@
 //!
 //! The hub's own task owns the connection: when it drops, the task reconnects with backoff on
 //! its own (no user traffic needed), subscribes every channel again, bumps the hub's epoch and
-//! wakes every waiter, so none waits out a message that was published while it was away. Waiters also keep a timer on the holder's TTL, so even a lost
-//! message costs at most one lease, never a hang.
+//! wakes every waiter, so none waits out a message that was published while it was away.
+//! Waiters also keep a timer on the holder's TTL, so even a lost message costs at most one
+//! lease, never a hang.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,11 +54,16 @@ struct ChannelState {
 }
 
 impl ChannelState {
-    /// One more waiter, on a state found in the map.
-    fn join(&mut self) -> (Arc<Notify>, watch::Receiver<bool>) {
+    /// One more waiter of `channel` (this state's key in `hub`'s map).
+    fn join(&mut self, hub: &Arc<Hub>, channel: &str) -> Subscription {
         self.refs += 1;
         self.idle_since = None;
-        (self.notify.clone(), self.ready.subscribe())
+        Subscription {
+            hub: hub.clone(),
+            channel: channel.to_string(),
+            notify: self.notify.clone(),
+            ready: self.ready.subscribe(),
+        }
     }
 }
 
@@ -148,20 +154,12 @@ impl Hub {
         if !self.connected.load(Ordering::Acquire) {
             return None;
         }
-        let (notify, ready) = {
-            let mut channels = self.channels.lock();
-            let state = channels.get_mut(channel)?;
-            if !*state.ready.borrow() {
-                return None;
-            }
-            state.join()
-        };
-        Some(Subscription {
-            hub: self.clone(),
-            channel: channel.to_string(),
-            notify,
-            ready,
-        })
+        let mut channels = self.channels.lock();
+        let state = channels.get_mut(channel)?;
+        if !*state.ready.borrow() {
+            return None;
+        }
+        Some(state.join(self, channel))
     }
 
     /// Joins the subscription to `channel`, waiting (bounded by the response timeout) until the
@@ -169,7 +167,7 @@ impl Hub {
     /// unlock message. If the hub is disconnected it returns at once: the waiter then relies on
     /// its TTL timer and on the wake-up that follows the reconnect.
     pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> Subscription {
-        let (notify, ready) = {
+        let mut subscription = {
             let mut channels = self.channels.lock();
             let state = channels.entry(channel.to_string()).or_insert_with(|| {
                 let _ = self.commands.send(Command::Subscribe(channel.to_string()));
@@ -180,13 +178,7 @@ impl Hub {
                     idle_since: None,
                 }
             });
-            state.join()
-        };
-        let mut subscription = Subscription {
-            hub: self.clone(),
-            channel: channel.to_string(),
-            notify,
-            ready,
+            state.join(self, channel)
         };
         if self.connected.load(Ordering::Acquire) {
             let confirmed = subscription.ready.wait_for(|r| *r);
