@@ -10,11 +10,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::handoff::Handoffs;
 use crate::holds::{Holds, Lease};
 use crate::lock::Lock;
 use crate::protocol::Protocol;
 use crate::pubsub::Hub;
-use crate::release::{self, Job, SpentLatches, Unlock};
+use crate::release::{self, Job, Releaser, SpentLatches, Unlock};
 use crate::watchdog::Watchdog;
 
 /// State shared by the client handles, its locks and their guards.
@@ -24,8 +25,10 @@ pub(crate) struct Shared {
     pub(crate) protocol: Protocol,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Arc<Holds>,
-    /// Unlock latches whose answers were read, deleted a sweep at a time.
-    pub(crate) latches: Arc<SpentLatches>,
+    /// Waiters of this client parked on locks, for releases to hand off to.
+    pub(crate) handoffs: Arc<Handoffs>,
+    /// What releases use (the protocol, spent latches, hand-offs).
+    pub(crate) releaser: Releaser,
     jobs: mpsc::UnboundedSender<Job>,
     closed: AtomicBool,
     tasks: CancellationToken,
@@ -154,11 +157,16 @@ impl LockClient {
         tokio::spawn(watchdog.run(tasks.clone()));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
-        tokio::spawn(release::run_release_task(
-            protocol.clone(),
-            latches.clone(),
-            rx,
-        ));
+        let handoffs = Arc::new(Handoffs::new(config.local_handoff()));
+        let releaser = Releaser {
+            protocol: protocol.clone(),
+            latches: latches.clone(),
+            holds: holds.clone(),
+            hub: hub.clone(),
+            handoffs: handoffs.clone(),
+            jobs: jobs.downgrade(),
+        };
+        tokio::spawn(release::run_release_task(releaser.clone(), rx));
         tokio::spawn(release::run_latch_sweeper(
             protocol.clone(),
             latches.clone(),
@@ -174,7 +182,8 @@ impl LockClient {
                 protocol,
                 hub,
                 holds,
-                latches,
+                handoffs,
+                releaser,
                 jobs,
                 closed: AtomicBool::new(false),
                 tasks,
@@ -212,6 +221,20 @@ impl LockClient {
         self.shared.holds.len()
     }
 
+    /// How many acquire calls of this client are asleep right now, waiting for a lock to be
+    /// released (each is woken by the unlock message, a local hand-off, or its timer).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) {
+    /// if client.waiting() > 100 {
+    ///     eprintln!("lock contention: {} tasks waiting", client.waiting());
+    /// }
+    /// # }
+    /// ```
+    pub fn waiting(&self) -> usize {
+        self.shared.handoffs.parked()
+    }
+
     /// How many held locks the watchdog is renewing right now.
     pub fn renewed_locks(&self) -> usize {
         self.shared.holds.renewed_len()
@@ -229,6 +252,7 @@ impl LockClient {
             return;
         }
         let shared = &self.shared;
+        shared.handoffs.close();
         let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
         for (key, field, count) in shared.holds.drain() {
             for _ in 0..count {
@@ -239,7 +263,7 @@ impl LockClient {
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
         let _ = flushed.await;
-        shared.latches.sweep(&shared.protocol, true).await;
+        shared.releaser.latches.sweep(&shared.protocol, true).await;
         shared.tasks.cancel();
     }
 }

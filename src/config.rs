@@ -76,6 +76,7 @@ pub struct Config {
     response_timeout: Duration,
     connect_timeout: Duration,
     tls_root_cert: Option<Vec<u8>>,
+    local_handoff: bool,
 }
 
 impl Config {
@@ -113,6 +114,7 @@ impl Config {
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(5),
             tls_root_cert: None,
+            local_handoff: true,
         }
     }
 
@@ -120,6 +122,27 @@ impl Config {
     /// Redisson's `lockWatchdogTimeout`). Must be at least 3 ms.
     pub fn with_watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Whether a release may pass the lock straight to a waiter of this client (default
+    /// `true`).
+    ///
+    /// When an owner releases its last hold and another task of the same client is waiting,
+    /// the waiter's acquire is sent right behind the unlock, in the same write: Redis runs the
+    /// two back to back, so the lock changes hands with no pub/sub round and no race. It is
+    /// done only while no other client listens on the lock's channel (counted with
+    /// `PUBSUB NUMSUB` alongside each such release); as soon as one does, releases go back to
+    /// Redisson's behaviour, where every waiter is woken by the message and races. Turn it off
+    /// to get that behaviour always.
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::from_url("redis://127.0.0.1")?.with_local_handoff(false);
+    /// assert!(!config.local_handoff());
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn with_local_handoff(mut self, enabled: bool) -> Self {
+        self.local_handoff = enabled;
         self
     }
 
@@ -237,6 +260,11 @@ impl Config {
         self.connect_timeout
     }
 
+    /// Whether local hand-off is on (see [`Config::with_local_handoff`]).
+    pub fn local_handoff(&self) -> bool {
+        self.local_handoff
+    }
+
     /// Checks the values that Redis or the watchdog could not work with.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.watchdog_timeout < Duration::from_millis(3) {
@@ -285,6 +313,7 @@ impl fmt::Debug for Config {
             .field("key_prefix", &self.key_prefix)
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("local_handoff", &self.local_handoff)
             .field(
                 "tls_root_cert",
                 &self.tls_root_cert.as_ref().map(|_| "<pem>"),

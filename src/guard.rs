@@ -1,8 +1,12 @@
 //! The RAII guard of one hold of a lock.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -57,12 +61,15 @@ impl Hold {
     fn surrender(&self) -> Option<Unlock> {
         match self.shared.holds.surrender(&self.ticket, self.lease) {
             Surrender::Lost => None,
-            Surrender::Live => Some(Unlock::new(
-                self.name.clone(),
-                self.key.clone(),
-                self.field.clone(),
-                self.lease.millis(self.shared.config.watchdog_timeout()),
-            )),
+            Surrender::Live { last } => Some(
+                Unlock::new(
+                    self.name.clone(),
+                    self.key.clone(),
+                    self.field.clone(),
+                    self.lease.millis(self.shared.config.watchdog_timeout()),
+                )
+                .freeing(last),
+            ),
         }
     }
 }
@@ -159,17 +166,29 @@ impl LockGuard {
                 owner: hold.field.to_string(),
             });
         };
-        // If this future is dropped mid-flight, the armed job finishes the unlock.
-        let mut pending = ArmedJob {
-            shared: &hold.shared,
-            unlock: Some(unlock.clone()),
+        let shared = &*hold.shared;
+        let result = match shared.releaser.offer(&unlock) {
+            None => {
+                // If this future is dropped mid-flight, the armed job finishes the unlock.
+                let mut pending = ArmedJob {
+                    shared,
+                    unlock: Some(unlock.clone()),
+                };
+                let result = unlock.run(&shared.releaser, None).await;
+                pending.unlock = None;
+                result
+            }
+            Some(offer) => {
+                // A hand-off's answers must be settled even if this future is dropped, so the
+                // release runs as a future of its own, finished by the release task if so.
+                let ctx = shared.releaser.clone();
+                Finishing {
+                    shared,
+                    release: Some(Box::pin(async move { unlock.run(&ctx, Some(offer)).await })),
+                }
+                .await
+            }
         };
-        let result = unlock.run(&hold.shared.protocol).await;
-        pending.unlock = None;
-        let result = result.map(|(release, sent_at, latch)| {
-            hold.shared.latches.retire(latch);
-            (release, sent_at)
-        });
         match result {
             Ok((Release::Released, _)) => Ok(()),
             Ok((Release::StillHeld, sent_at)) => {
@@ -207,6 +226,36 @@ impl Drop for ArmedJob<'_> {
     fn drop(&mut self) {
         if let Some(unlock) = self.unlock.take() {
             self.shared.send_job(Job::Unlock(unlock));
+        }
+    }
+}
+
+/// An unlock with a hand-off, in flight.
+type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instant)>> + Send>>;
+
+/// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
+struct Finishing<'a> {
+    shared: &'a Shared,
+    release: Option<Releasing>,
+}
+
+impl Future for Finishing<'_> {
+    type Output = redis::RedisResult<(Release, Instant)>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let release = self.release.as_mut().expect("polled after completion");
+        let answer = std::task::ready!(release.as_mut().poll(cx));
+        self.release = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            self.shared.send_job(Job::Finish(Box::pin(async move {
+                let _ = release.await;
+            })));
         }
     }
 }

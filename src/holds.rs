@@ -163,8 +163,9 @@ pub(crate) struct Ticket {
 /// What became of a hold when its guard gave it up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Surrender {
-    /// The hold was live: the caller must now release it in Redis.
-    Live,
+    /// The hold was live: the caller must now release it in Redis. `last`: it was the
+    /// owner's last hold, so the unlock frees the lock.
+    Live { last: bool },
     /// The lock had already been lost: there is nothing to release.
     Lost,
 }
@@ -341,10 +342,11 @@ impl Holds {
             Lease::Watchdog => entry.watchdog_holds = entry.watchdog_holds.saturating_sub(1),
             Lease::Fixed(_) => entry.lease_holds = entry.lease_holds.saturating_sub(1),
         }
-        if entry.holds() == 0 {
+        let last = entry.holds() == 0;
+        if last {
             entries.remove(ticket.slot, ticket.entry_id);
         }
-        Surrender::Live
+        Surrender::Live { last }
     }
 
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
@@ -515,9 +517,15 @@ mod tests {
         let b = register(&holds, "k", "u:1", Lease::Watchdog, now);
         assert_eq!((a.slot, a.entry_id), (b.slot, b.entry_id));
         assert_eq!(holds.len(), 1);
-        assert_eq!(holds.surrender(&a, Lease::Watchdog), Surrender::Live);
+        assert_eq!(
+            holds.surrender(&a, Lease::Watchdog),
+            Surrender::Live { last: false }
+        );
         assert_eq!(holds.renewed_len(), 1, "one hold left: still renewed");
-        assert_eq!(holds.surrender(&b, Lease::Watchdog), Surrender::Live);
+        assert_eq!(
+            holds.surrender(&b, Lease::Watchdog),
+            Surrender::Live { last: true }
+        );
         assert_eq!(holds.len(), 0, "last hold gone: renewal stops");
     }
 
@@ -551,14 +559,26 @@ mod tests {
         assert!(!holds.held_by_other("j", "u:1"), "only its own hold");
         assert!(!holds.held_by_other("free", "u:1"));
         // Middle, head, then last of the chain.
-        assert_eq!(holds.surrender(&b, Lease::Watchdog), Surrender::Live);
-        assert_eq!(holds.surrender(&c, Lease::Watchdog), Surrender::Live);
+        assert_eq!(
+            holds.surrender(&b, Lease::Watchdog),
+            Surrender::Live { last: true }
+        );
+        assert_eq!(
+            holds.surrender(&c, Lease::Watchdog),
+            Surrender::Live { last: true }
+        );
         assert!(!holds.held_by_other("k", "u:1"));
         assert!(holds.held_by_other("k", "u:2"));
-        assert_eq!(holds.surrender(&a, Lease::Watchdog), Surrender::Live);
+        assert_eq!(
+            holds.surrender(&a, Lease::Watchdog),
+            Surrender::Live { last: true }
+        );
         assert!(!holds.held_by_other("k", "u:2"));
         assert_eq!(holds.len(), 1);
-        assert_eq!(holds.surrender(&other, Lease::Watchdog), Surrender::Live);
+        assert_eq!(
+            holds.surrender(&other, Lease::Watchdog),
+            Surrender::Live { last: true }
+        );
         assert_eq!(holds.len(), 0);
     }
 

@@ -27,6 +27,7 @@ mod client;
 mod config;
 mod error;
 mod guard;
+mod handoff;
 mod holds;
 mod lock;
 pub mod names;

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::guard::{Hold, LockGuard};
-use crate::holds::{Lease, MAX_LEASE};
+use crate::handoff::{Outcome, Slot, Standing};
+use crate::holds::{Lease, Ticket, MAX_LEASE};
 use crate::names;
 use crate::owner::Owner;
 use crate::protocol::{Attempt, KeyKind};
@@ -311,38 +312,77 @@ impl Lock {
             }
         };
 
+        let handoffs = &self.shared.handoffs;
+        let parked = Parked {
+            lock: self,
+            owner,
+            slot: Slot::new(
+                field.clone(),
+                lease,
+                lease.millis(self.shared.config.watchdog_timeout()),
+            ),
+        };
         let mut failures = 0u32;
         loop {
             let epoch = hub.epoch();
             let notified = subscription.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            // Signalled by a hand-off's answer; a permit left from an answer already read is
+            // drained first.
+            let answered = parked.slot.ready().notified();
+            tokio::pin!(answered);
+            while answered.as_mut().enable() {
+                answered.set(parked.slot.ready().notified());
+            }
 
+            let reply = match handoffs.leave(&self.key, &parked.slot) {
+                Standing::Pending => {
+                    // A release is acquiring for this waiter: the answer is one reply away,
+                    // and an attempt of its own now could acquire twice.
+                    answered.as_mut().await;
+                    continue;
+                }
+                Standing::Answered(Outcome::Acquired(ticket)) => {
+                    return Ok(Some(self.guard(&field, owner, lease, ticket)));
+                }
+                Standing::Answered(Outcome::Held { pttl_ms }) => Some(Ok(Err(pttl_ms))),
+                Standing::Answered(Outcome::Failed(err)) => {
+                    Some(Err(Error::from_redis(&self.name, err)))
+                }
+                Standing::Answered(Outcome::Withdrawn) | Standing::Free => None,
+            };
             // An owner of this client that holds the lock has not sent its unlock yet (it
-            // leaves the registry first), so with the subscription confirmed its unlock message
-            // is sure to reach this waiter: an attempt now could only fail. (Should that owner
-            // lose the lock instead, the watchdog wakes this channel.)
-            let pttl = if subscription.is_confirmed()
-                && self.shared.holds.held_by_other(&self.key, &field)
-            {
-                self.shared.config.watchdog_timeout().as_millis() as i64
-            } else {
+            // leaves the registry first), and a hand-off in flight registers its waiter before
+            // it finishes; so with the subscription confirmed the unlock message (or the
+            // hand-off) is sure to reach this waiter, and an attempt now could only fail.
+            // (Should that owner lose the lock instead, the watchdog wakes this channel.)
+            let reply = match reply {
+                Some(reply) => Some(reply),
+                None if subscription.is_confirmed()
+                    && (self.shared.holds.held_by_other(&self.key, &field)
+                        || handoffs.in_flight(&self.key)) =>
+                {
+                    None
+                }
                 // Retry now that the subscription is live: an unlock published before it was
                 // confirmed would otherwise be missed.
-                match self.attempt(&field, owner, lease).await {
-                    Ok(Ok(guard)) => return Ok(Some(guard)),
-                    Ok(Err(p)) => {
-                        attempted = true;
-                        failures = 0;
-                        p
-                    }
-                    Err(err) if err.is_connection() && attempted => {
-                        failures += 1;
-                        tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
-                        backoff(failures).as_millis() as i64
-                    }
-                    Err(err) => return Err(err),
+                None => Some(self.attempt(&field, owner, lease).await),
+            };
+            let pttl = match reply {
+                None => self.shared.config.watchdog_timeout().as_millis() as i64,
+                Some(Ok(Ok(guard))) => return Ok(Some(guard)),
+                Some(Ok(Err(p))) => {
+                    attempted = true;
+                    failures = 0;
+                    p
                 }
+                Some(Err(err)) if err.is_connection() && attempted => {
+                    failures += 1;
+                    tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
+                    backoff(failures).as_millis() as i64
+                }
+                Some(Err(err)) => return Err(err),
             };
 
             let mut sleep = match pttl {
@@ -361,14 +401,30 @@ impl Lock {
                 continue; // the pub/sub connection came back: messages may have been lost
             }
             self.shared.check_open()?;
+            // Asleep, this waiter may be handed the lock by a release of this client.
+            handoffs.park(&self.key, &parked.slot, subscription.is_confirmed());
             tokio::select! {
                 _ = &mut notified => {}
+                _ = &mut answered => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
             if self.shared.is_closed() {
                 return Err(Error::Shutdown);
             }
         }
+    }
+
+    /// The guard of a hold just acquired and registered under `ticket`.
+    fn guard(&self, field: &Arc<str>, owner: Owner, lease: Lease, ticket: Ticket) -> LockGuard {
+        LockGuard::new(Hold {
+            shared: self.shared.clone(),
+            name: self.name.clone(),
+            key: self.key.clone(),
+            field: field.clone(),
+            owner,
+            lease,
+            ticket,
+        })
     }
 
     /// One acquire attempt: `Ok(Ok(guard))` acquired, `Ok(Err(pttl))` held by another.
@@ -391,18 +447,30 @@ impl Lock {
         match reply {
             Ok(Attempt::Acquired) => {
                 let ticket = self.shared.holds.register(&self.key, field, lease, sent_at);
-                Ok(Ok(LockGuard::new(Hold {
-                    shared: self.shared.clone(),
-                    name: self.name.clone(),
-                    key: self.key.clone(),
-                    field: field.clone(),
-                    owner,
-                    lease,
-                    ticket,
-                })))
+                Ok(Ok(self.guard(field, owner, lease, ticket)))
             }
             Ok(Attempt::Held { pttl_ms }) => Ok(Err(pttl_ms)),
             Err(err) => Err(Error::from_redis(&self.name, err)),
+        }
+    }
+}
+
+/// A waiter's place in the hand-off queue. Dropped (the wait is over, or its future was
+/// cancelled), it leaves the queue; a hold a hand-off acquired for it that it never read is
+/// released, like a dropped guard.
+struct Parked<'a> {
+    lock: &'a Lock,
+    owner: Owner,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let lock = self.lock;
+        if let Some(Outcome::Acquired(ticket)) = lock.shared.handoffs.forget(&lock.key, &self.slot)
+        {
+            tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
+            drop(lock.guard(self.slot.field(), self.owner, self.slot.lease(), ticket));
         }
     }
 }

@@ -14,7 +14,7 @@
 use std::sync::LazyLock;
 
 use redis::aio::ConnectionManager;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../scripts/lua/acquire.lua")));
@@ -63,6 +63,52 @@ pub(crate) enum Attempt {
     Held { pttl_ms: i64 },
 }
 
+impl Attempt {
+    fn from_reply(reply: Option<i64>) -> Self {
+        match reply {
+            None => Attempt::Acquired,
+            Some(pttl_ms) => Attempt::Held { pttl_ms },
+        }
+    }
+}
+
+/// `EVALSHA acquire 1 key lease_ms field`.
+fn acquire_cmd(key: &str, lease_ms: u64, field: &str) -> Cmd {
+    let mut cmd = evalsha(&ACQUIRE, 1, 3, key.len() + field.len() + 20);
+    cmd.arg(key).arg(lease_ms).arg(field);
+    cmd
+}
+
+/// What [`Protocol::unlock`] and [`Protocol::unlock_and_count`] need to name one unlock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UnlockArgs<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) channel: &'a str,
+    pub(crate) latch: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) field: &'a str,
+}
+
+/// The answers to one [`Protocol::unlock_and_count`].
+#[derive(Debug)]
+pub(crate) struct Pipelined {
+    pub(crate) release: Release,
+    /// The waiter's acquire, when one was sent.
+    pub(crate) attempt: Option<RedisResult<Attempt>>,
+    /// Clients subscribed to the channel (`None` if the count was refused, e.g. by an ACL).
+    pub(crate) listeners: Option<i64>,
+}
+
+/// The count out of a `PUBSUB NUMSUB channel` reply (`[channel, count]`).
+fn listener_count(reply: Value) -> Option<i64> {
+    let pairs: Vec<(Value, i64)> = FromRedisValue::from_redis_value(reply).ok()?;
+    pairs.first().map(|(_, n)| *n)
+}
+
+fn short_reply() -> redis::RedisError {
+    redis::RedisError::from((ErrorKind::UnexpectedReturnType, "pipeline reply too short"))
+}
+
 /// What a lock key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum KeyKind {
@@ -83,6 +129,16 @@ pub(crate) enum Release {
     StillHeld,
     /// The last hold released: the key is gone and waiters were told.
     Released,
+}
+
+impl Release {
+    fn from_reply(reply: Option<i64>) -> Self {
+        match reply {
+            None => Release::NotHeld,
+            Some(0) => Release::StillHeld,
+            Some(_) => Release::Released,
+        }
+    }
 }
 
 /// The Redis side of RLock, over one multiplexed, self-reconnecting connection.
@@ -108,27 +164,32 @@ impl Protocol {
         field: &str,
     ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
         let mut conn = self.conn.clone();
-        let mut cmd = evalsha(&ACQUIRE, 1, 3, key.len() + field.len() + 20);
-        cmd.arg(key).arg(lease_ms).arg(field);
+        let cmd = acquire_cmd(key, lease_ms, field);
         async move {
-            let reply: Option<i64> = invoke(&ACQUIRE, &cmd, &mut conn).await?;
-            Ok(match reply {
-                None => Attempt::Acquired,
-                Some(pttl_ms) => Attempt::Held { pttl_ms },
-            })
+            Ok(Attempt::from_reply(
+                invoke(&ACQUIRE, &cmd, &mut conn).await?,
+            ))
         }
     }
 
     /// Releases one hold of `key` by `field`, idempotently per `latch` (re-sending the same
     /// latch after a lost reply returns the first answer without releasing twice).
-    pub(crate) async fn unlock(
-        &self,
-        key: &str,
-        channel: &str,
-        latch: &str,
-        lease_ms: u64,
-        field: &str,
-    ) -> RedisResult<Release> {
+    pub(crate) async fn unlock(&self, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
+        let cmd = self.unlock_cmd(unlock);
+        Ok(Release::from_reply(
+            invoke(&UNLOCK, &cmd, &mut self.conn.clone()).await?,
+        ))
+    }
+
+    /// `EVALSHA unlock 3 key channel latch 0 lease_ms field publish latch_ttl`.
+    fn unlock_cmd(&self, unlock: UnlockArgs<'_>) -> Cmd {
+        let UnlockArgs {
+            key,
+            channel,
+            latch,
+            lease_ms,
+            field,
+        } = unlock;
         let bytes = key.len() + channel.len() + latch.len() + field.len() + 48;
         let mut cmd = evalsha(&UNLOCK, 3, 8, bytes);
         cmd.arg(key)
@@ -139,11 +200,59 @@ impl Protocol {
             .arg(field)
             .arg(self.publish)
             .arg(LATCH_TTL_MS);
-        let reply: Option<i64> = invoke(&UNLOCK, &cmd, &mut self.conn.clone()).await?;
-        Ok(match reply {
-            None => Release::NotHeld,
-            Some(0) => Release::StillHeld,
-            Some(_) => Release::Released,
+        cmd
+    }
+
+    /// The unlock of [`Protocol::unlock`], sent in one write with what a local hand-off needs:
+    /// the waiter's acquire (`then_acquire`: its field and lease), which Redis runs right after
+    /// the unlock, and a count of the clients listening on `channel`.
+    ///
+    /// Only a failure of the whole write is an `Err`. Each part has its own answer: a
+    /// `NOSCRIPT` unlock (nothing ran) is loaded and sent again on its own, while the
+    /// acquire's error is returned for the waiter to deal with, as after any attempt.
+    pub(crate) async fn unlock_and_count(
+        &self,
+        unlock: UnlockArgs<'_>,
+        then_acquire: Option<(&str, u64)>,
+    ) -> RedisResult<Pipelined> {
+        let unlock_cmd = self.unlock_cmd(unlock);
+        let (key, channel) = (unlock.key, unlock.channel);
+        let mut pipe = redis::pipe();
+        pipe.add_command(unlock_cmd.clone());
+        if let Some((waiter, lease_ms)) = then_acquire {
+            pipe.add_command(acquire_cmd(key, lease_ms, waiter));
+        }
+        let mut count = redis::cmd("PUBSUB");
+        count
+            .arg(if self.publish == "spublish" {
+                "SHARDNUMSUB"
+            } else {
+                "NUMSUB"
+            })
+            .arg(channel);
+        pipe.add_command(count);
+
+        let mut conn = self.conn.clone();
+        let mut replies: Vec<RedisResult<Value>> =
+            pipe.ignore_errors().query_async(&mut conn).await?;
+        let listeners = replies.pop().and_then(|r| listener_count(r.ok()?));
+        let attempt = then_acquire.map(|_| {
+            replies
+                .pop()
+                .unwrap_or_else(|| Err(short_reply()))
+                .and_then(|v| Ok(Attempt::from_reply(FromRedisValue::from_redis_value(v)?)))
+        });
+        let release = match replies.pop().unwrap_or_else(|| Err(short_reply())) {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                UNLOCK.load_async(&mut conn).await?;
+                unlock_cmd.query_async(&mut conn).await?
+            }
+            reply => Option::<i64>::from_redis_value(reply?)?,
+        };
+        Ok(Pipelined {
+            release: Release::from_reply(release),
+            attempt,
+            listeners,
         })
     }
 

@@ -143,6 +143,11 @@ impl Hub {
         Ok(hub)
     }
 
+    /// Whether the connection is up with every wanted channel subscribed.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
     /// The current epoch: a waiter that sees it change must retry at once.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)

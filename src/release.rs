@@ -21,8 +21,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::handoff::{Handoffs, Offer};
+use crate::holds::Holds;
 use crate::names;
-use crate::protocol::{Attempt, Protocol, Release};
+use crate::protocol::{Attempt, Protocol, Release, UnlockArgs};
+use crate::pubsub::Hub;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
 /// well inside the latch's lifetime, so a re-send can never release twice.
@@ -81,6 +84,30 @@ pub(crate) async fn run_latch_sweeper(
     latches.sweep(&protocol, false).await;
 }
 
+/// Everything a release uses besides the unlock itself; the release task has its own copy.
+#[derive(Clone)]
+pub(crate) struct Releaser {
+    pub(crate) protocol: Protocol,
+    pub(crate) latches: Arc<SpentLatches>,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) handoffs: Arc<Handoffs>,
+    /// For holds a hand-off acquired for a waiter that had gone (weak: the release task's own
+    /// copy must not keep its channel open).
+    pub(crate) jobs: mpsc::WeakUnboundedSender<Job>,
+}
+
+impl Releaser {
+    /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
+    /// are parked on it.
+    pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
+        if !unlock.frees {
+            return None;
+        }
+        self.handoffs.offer(&unlock.key, self.hub.is_connected())
+    }
+}
+
 /// One logical unlock: a hold of `key` by `field`, with its request id fixed once.
 #[derive(Debug, Clone)]
 pub(crate) struct Unlock {
@@ -88,6 +115,8 @@ pub(crate) struct Unlock {
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// It releases the owner's last hold, so it frees the lock: a hand-off may follow it.
+    pub(crate) frees: bool,
     request_id: String,
 }
 
@@ -98,27 +127,47 @@ impl Unlock {
             key,
             field,
             lease_ms,
+            frees: false,
             request_id: names::new_request_id(),
         }
     }
 
-    /// Sends the unlock, re-sending it (same latch) after connection errors. Returns the answer,
-    /// the send time of the attempt that answered, and the latch key, which the caller retires
-    /// to [`SpentLatches`] (it has served its purpose once an answer is read).
+    /// The same unlock, marked as freeing the lock (see [`Unlock::frees`]).
+    pub(crate) fn freeing(mut self, frees: bool) -> Self {
+        self.frees = frees;
+        self
+    }
+
+    /// Sends the unlock, re-sending it (same latch) after connection errors, and retires the
+    /// latch once an answer is read. With an `offer`, the first send carries the hand-off's
+    /// acquire and subscriber count in the same write, and settles their answers (re-sends
+    /// are plain unlocks). Returns the answer and the send time of the attempt that answered.
     pub(crate) async fn run(
         &self,
-        protocol: &Protocol,
-    ) -> redis::RedisResult<(Release, Instant, String)> {
+        ctx: &Releaser,
+        mut offer: Option<Offer>,
+    ) -> redis::RedisResult<(Release, Instant)> {
         let channel = names::lock_channel(&self.key);
         let latch = names::unlock_latch(&self.key, &self.request_id);
+        let args = UnlockArgs {
+            key: &self.key,
+            channel: &channel,
+            latch: &latch,
+            lease_ms: self.lease_ms,
+            field: &self.field,
+        };
         let mut attempt = 1;
         loop {
             let sent_at = Instant::now();
-            match protocol
-                .unlock(&self.key, &channel, &latch, self.lease_ms, &self.field)
-                .await
-            {
-                Ok(release) => return Ok((release, sent_at, latch)),
+            let reply = match offer.take() {
+                None => ctx.protocol.unlock(args).await,
+                Some(offer) => self.hand_off(ctx, args, offer, sent_at).await,
+            };
+            match reply {
+                Ok(release) => {
+                    ctx.latches.retire(latch);
+                    return Ok((release, sent_at));
+                }
                 Err(err)
                     if attempt < UNLOCK_ATTEMPTS && crate::error::is_connection_error(&err) =>
                 {
@@ -129,6 +178,42 @@ impl Unlock {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    /// The unlock with the offer's acquire and count behind it; settles the offer.
+    async fn hand_off(
+        &self,
+        ctx: &Releaser,
+        args: UnlockArgs<'_>,
+        offer: Offer,
+        sent_at: Instant,
+    ) -> redis::RedisResult<Release> {
+        let sent = ctx.protocol.unlock_and_count(args, offer.waiter()).await;
+        let (release, listeners, attempt) = match sent {
+            Ok(answers) => (Ok(answers.release), answers.listeners, answers.attempt),
+            // Whether the acquire ran is unknown: its waiter handles the error as its own.
+            Err(err) => {
+                let attempt = offer.waiter().map(|_| Err(err.clone()));
+                (Err(err), None, attempt)
+            }
+        };
+        let (orphan, missed) = offer.settle(listeners, attempt, &ctx.holds, sent_at);
+        if missed {
+            // Waiters that skipped their attempts while the hand-off was in flight look again.
+            ctx.hub.wake(args.channel);
+        }
+        if let Some(orphan) = orphan {
+            let undo = Unlock::new(
+                self.name.clone(),
+                self.key.clone(),
+                orphan.field,
+                orphan.lease_ms,
+            );
+            if let Some(jobs) = ctx.jobs.upgrade() {
+                let _ = jobs.send(Job::Unlock(undo));
+            }
+        }
+        release
     }
 }
 
@@ -142,16 +227,14 @@ pub(crate) enum Job {
     Unlock(Unlock),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
     Settle(PendingAttempt, Unlock),
+    /// Finish an unlock with a hand-off whose caller went away (its answers must be settled).
+    Finish(Pin<Box<dyn Future<Output = ()> + Send + 'static>>),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }
 
 /// Runs jobs until every sender is gone, then finishes the ones in flight.
-pub(crate) async fn run_release_task(
-    protocol: Protocol,
-    latches: Arc<SpentLatches>,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-) {
+pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let mut running = JoinSet::new();
     loop {
         tokio::select! {
@@ -162,17 +245,20 @@ pub(crate) async fn run_release_task(
                     let _ = done.send(());
                 }
                 Some(Job::Unlock(unlock)) => {
-                    let (protocol, latches) = (protocol.clone(), latches.clone());
-                    running.spawn(async move { release_quietly(&protocol, &latches, &unlock).await });
+                    let ctx = ctx.clone();
+                    running.spawn(async move { release_quietly(&ctx, &unlock).await });
                 }
                 Some(Job::Settle(attempt, unlock)) => {
-                    let (protocol, latches) = (protocol.clone(), latches.clone());
+                    let ctx = ctx.clone();
                     running.spawn(async move {
                         if let Ok(Attempt::Acquired) = attempt.await {
                             tracing::debug!(lock = %unlock.name, "releasing a hold acquired by a cancelled call");
-                            release_quietly(&protocol, &latches, &unlock).await;
+                            release_quietly(&ctx, &unlock).await;
                         }
                     });
+                }
+                Some(Job::Finish(unlock)) => {
+                    running.spawn(unlock);
                 }
             },
             Some(_) = running.join_next(), if !running.is_empty() => {}
@@ -181,14 +267,12 @@ pub(crate) async fn run_release_task(
     while running.join_next().await.is_some() {}
 }
 
-async fn release_quietly(protocol: &Protocol, latches: &SpentLatches, unlock: &Unlock) {
-    match unlock.run(protocol).await {
-        Ok((release, _, latch)) => {
-            latches.retire(latch);
-            if release == Release::NotHeld {
-                tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone");
-            }
+async fn release_quietly(ctx: &Releaser, unlock: &Unlock) {
+    match unlock.run(ctx, ctx.offer(unlock)).await {
+        Ok((Release::NotHeld, _)) => {
+            tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone");
         }
+        Ok(_) => {}
         Err(err) => tracing::warn!(
             lock = %unlock.name, error = %err,
             "background unlock failed; the lock expires when its lease runs out"

@@ -5,8 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-use redisson_lock::{Config, LockClient};
-use support::{spawn_waiter, RedisServer};
+use redisson_lock::{Config, LockClient, Owner};
+use support::{eventually, spawn_waiter, RedisServer};
+use tokio::time::timeout;
+
+const PROMPT: Duration = Duration::from_secs(5);
 
 /// The ACL from the README, for locks under the key prefix `locks:`.
 const LOCKER_ACL: &[&str] = &[
@@ -37,6 +40,7 @@ const LOCKER_ACL: &[&str] = &[
     "+publish",
     "+subscribe",
     "+unsubscribe",
+    "+pubsub|numsub",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,6 +88,48 @@ async fn a_least_privilege_acl_user_can_do_everything_the_lock_needs() {
     ));
     assert!(no_perm(redis::cmd("FLUSHALL").query(&mut con)));
     assert_eq!(server.cmd::<i64>(&["EXISTS", "other"]), 0);
+}
+
+/// Local hand-off under the ACL: with `pubsub|numsub` allowed a release hands the lock to a
+/// waiter of its own client; without it the count is refused, which the release shrugs off:
+/// every waiter is still served, by the unlock message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_waiters_are_served_with_and_without_the_count_permission() {
+    for allowed in [true, false] {
+        let server = RedisServer::start();
+        let acl: Vec<&str> = LOCKER_ACL
+            .iter()
+            .copied()
+            .filter(|&rule| allowed || rule != "+pubsub|numsub")
+            .collect();
+        let _: () = server.cmd(&acl);
+        let url = format!("redis://locker:locker-pass@127.0.0.1:{}", server.port());
+        let config = Config::from_url(&url).unwrap().with_key_prefix("locks:");
+        let client = LockClient::with_config(config).await.unwrap();
+
+        let first = client.lock("relay").lock().await.unwrap();
+        let owners = [Owner::new(), Owner::new()];
+        let (tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+        for owner in owners {
+            let (lock, tx) = (client.lock("relay").with_owner(owner), tx.clone());
+            tokio::spawn(async move { tx.send(lock.lock().await.unwrap()).unwrap() });
+        }
+        assert!(eventually(PROMPT, || client.waiting() == 2).await);
+        first.unlock().await.unwrap();
+        let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+        let last = *owners.iter().find(|&&o| o != second.owner()).unwrap();
+        assert!(eventually(PROMPT, || client.waiting() == 1).await);
+        second.unlock().await.unwrap();
+        if allowed {
+            let field = format!("{}:{}", client.client_id(), last.id());
+            let holds: Option<i64> = server.cmd(&["HGET", "locks:relay", &field]);
+            assert_eq!(holds, Some(1), "not handed off under the README's ACL");
+        }
+        let third = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+        assert_eq!(third.owner(), last);
+        third.unlock().await.unwrap();
+        assert_eq!(client.held_locks(), 0);
+    }
 }
 
 #[cfg(feature = "tls")]

@@ -1,0 +1,500 @@
+//! Local hand-off: a release that passes the lock straight to a waiter of the same client.
+//!
+//! A waiter normally gets a freed lock one pub/sub round after the unlock: the message reaches
+//! it, it wakes, and only then sends its acquire. When the owner releasing the lock and the
+//! waiter live in one client, the client knows both ends, so it puts the waiter's acquire in the
+//! same write as the unlock. Redis runs the two back to back: the lock changes hands before the
+//! releasing owner has read its reply, with no race and no failed attempts. The acquire is an
+//! ordinary attempt, safe at any moment (it acquires, or reports the holder's TTL), so a
+//! hand-off that meets a lock still held changes nothing.
+//!
+//! **Fairness across clients.** A waiter in another client (a Redisson JVM, another process) is
+//! woken by the unlock message and races; an acquire pipelined behind the unlock would win every
+//! time. So a release hands off only while this client is alone on the lock's channel: each
+//! release that has local waiters also counts the channel's subscribers (`PUBSUB NUMSUB`, in
+//! the same write), and that count decides the next release. A client that starts waiting
+//! loses at most the one hand-off already decided; from then on every release is Redisson's
+//! plain one, and every waiter is woken by the message and races.
+//!
+//! **One attempt per owner.** Waiters park here, in arrival order, only while they sleep, and
+//! leave before any attempt of their own. A parked waiter taken by a release does not attempt
+//! until that release has answered, so an owner never has two acquires in flight.
+//!
+//! The acquire's answer is settled here: on success the hold is registered for the waiter
+//! (so other waiters keep seeing the lock as held by this client) before the waiter is woken;
+//! if the waiter has gone meanwhile, the release that made the hand-off undoes it.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::holds::{Holds, Lease, Ticket};
+use crate::protocol::Attempt;
+
+/// How long a key's state outlives its last use (its subscriber count goes with it).
+const KEEP: Duration = Duration::from_secs(2);
+/// The table is swept of stale keys when it reaches twice its size after the last sweep.
+const MIN_SWEEP: usize = 64;
+
+/// The hand-off registry of one client.
+pub(crate) struct Handoffs {
+    enabled: bool,
+    closed: AtomicBool,
+    /// Waiters parked on any key: releases skip the table while it is zero.
+    parked: AtomicUsize,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    keys: HashMap<Arc<str>, KeyState>,
+    sweep_at: usize,
+}
+
+struct KeyState {
+    /// Waiters asleep on the key, oldest first.
+    queue: VecDeque<Arc<Slot>>,
+    /// Hand-offs sent and not answered yet.
+    in_flight: u32,
+    /// The last count found this client alone on the channel.
+    alone: bool,
+    used: Instant,
+}
+
+impl KeyState {
+    fn is_stale(&self, now: Instant) -> bool {
+        self.queue.is_empty() && self.in_flight == 0 && now.duration_since(self.used) > KEEP
+    }
+}
+
+/// One waiter's place: who it acquires for, and the answer to its hand-off.
+pub(crate) struct Slot {
+    field: Arc<str>,
+    lease: Lease,
+    lease_ms: u64,
+    state: Mutex<SlotState>,
+    ready: Notify,
+}
+
+enum SlotState {
+    /// Not parked: between rounds, or making an attempt of its own.
+    Idle,
+    Parked,
+    /// Taken by a release: its acquire is in flight.
+    Taken,
+    Done(Outcome),
+    /// The waiter has gone.
+    Gone,
+}
+
+/// What a hand-off did for a waiter.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The waiter holds the lock; the hold is registered under this ticket.
+    Acquired(Ticket),
+    /// Someone else holds it (the unlock did not free it).
+    Held { pttl_ms: i64 },
+    /// The acquire failed; the waiter handles it as the failure of its own attempt.
+    Failed(redis::RedisError),
+    /// The release was abandoned before it was written: nothing was sent for the waiter.
+    Withdrawn,
+}
+
+/// Where a waiter stands when it looks at its slot.
+#[derive(Debug)]
+pub(crate) enum Standing {
+    /// Free to attempt (it has left the queue, if it was in it).
+    Free,
+    /// A release is acquiring for it: wait for [`Slot::ready`].
+    Pending,
+    /// A hand-off has answered.
+    Answered(Outcome),
+}
+
+impl Slot {
+    pub(crate) fn new(field: Arc<str>, lease: Lease, lease_ms: u64) -> Arc<Slot> {
+        Arc::new(Slot {
+            field,
+            lease,
+            lease_ms,
+            state: Mutex::new(SlotState::Idle),
+            ready: Notify::new(),
+        })
+    }
+
+    /// The waiter's owner field.
+    pub(crate) fn field(&self) -> &Arc<str> {
+        &self.field
+    }
+
+    /// The lease the waiter acquires with.
+    pub(crate) fn lease(&self) -> Lease {
+        self.lease
+    }
+
+    /// Signalled once a hand-off for this waiter has answered.
+    pub(crate) fn ready(&self) -> &Notify {
+        &self.ready
+    }
+}
+
+impl Handoffs {
+    pub(crate) fn new(enabled: bool) -> Self {
+        Handoffs {
+            enabled,
+            closed: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
+            table: Mutex::new(Table::default()),
+        }
+    }
+
+    /// No more hand-offs (the client is shutting down).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// Parks an idle waiter on `key` until a release takes it or it [`leave`](Self::leave)s.
+    /// Only a waiter whose subscription is `confirmed` is queued for hand-offs (the counts
+    /// that allow them must include it); others, and all with hand-off off, are only counted.
+    pub(crate) fn park(&self, key: &Arc<str>, slot: &Arc<Slot>, confirmed: bool) {
+        let mut table = self.table.lock();
+        let mut state = slot.state.lock();
+        if !matches!(*state, SlotState::Idle) {
+            return;
+        }
+        *state = SlotState::Parked;
+        if self.enabled && confirmed {
+            table.entry(key).queue.push_back(slot.clone());
+        }
+        self.parked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Waiters parked right now, on any key.
+    pub(crate) fn parked(&self) -> usize {
+        self.parked.load(Ordering::Relaxed)
+    }
+
+    /// Takes the waiter out of the queue and reports where it stands.
+    pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>) -> Standing {
+        let mut table = self.table.lock();
+        let mut state = slot.state.lock();
+        match std::mem::replace(&mut *state, SlotState::Idle) {
+            SlotState::Parked => {
+                table.unqueue(key, slot);
+                self.parked.fetch_sub(1, Ordering::Relaxed);
+                Standing::Free
+            }
+            SlotState::Idle | SlotState::Gone => Standing::Free,
+            SlotState::Taken => {
+                *state = SlotState::Taken;
+                Standing::Pending
+            }
+            SlotState::Done(outcome) => Standing::Answered(outcome),
+        }
+    }
+
+    /// The waiter is going away: takes it out of the queue and returns an answer it never
+    /// read (an acquired hold there must be released by the caller).
+    pub(crate) fn forget(&self, key: &str, slot: &Arc<Slot>) -> Option<Outcome> {
+        let mut table = self.table.lock();
+        let mut state = slot.state.lock();
+        match std::mem::replace(&mut *state, SlotState::Gone) {
+            SlotState::Parked => {
+                table.unqueue(key, slot);
+                self.parked.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+            SlotState::Done(outcome) => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// Whether a hand-off of `key` is in flight: the lock is about to belong to a waiter of
+    /// this client, whose hold is registered as soon as the answer is read.
+    pub(crate) fn in_flight(&self, key: &str) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        self.table
+            .lock()
+            .keys
+            .get(key)
+            .is_some_and(|k| k.in_flight > 0)
+    }
+
+    /// For a release that frees `key`: an [`Offer`] when waiters of this client are parked on
+    /// it, handing the lock to the oldest if the last count found this client alone on the
+    /// channel and `subscribed` (its own subscription is live, so the count included it).
+    pub(crate) fn offer(self: &Arc<Self>, key: &Arc<str>, subscribed: bool) -> Option<Offer> {
+        if !self.enabled
+            || self.parked.load(Ordering::Relaxed) == 0
+            || self.closed.load(Ordering::Acquire)
+        {
+            return None;
+        }
+        let mut table = self.table.lock();
+        let state = table.keys.get_mut(key)?;
+        if state.queue.is_empty() {
+            return None;
+        }
+        state.used = Instant::now();
+        let mut waiter = None;
+        if state.alone && subscribed {
+            let slot = state.queue.pop_front().expect("not empty");
+            *slot.state.lock() = SlotState::Taken;
+            self.parked.fetch_sub(1, Ordering::Relaxed);
+            state.in_flight += 1;
+            waiter = Some(slot);
+        }
+        Some(Offer {
+            handoffs: self.clone(),
+            key: key.clone(),
+            waiter,
+            settled: false,
+        })
+    }
+}
+
+impl Table {
+    fn entry(&mut self, key: &Arc<str>) -> &mut KeyState {
+        let now = Instant::now();
+        if !self.keys.contains_key(key) && self.keys.len() >= self.sweep_at {
+            self.keys.retain(|_, k| !k.is_stale(now));
+            self.sweep_at = (self.keys.len() * 2).max(MIN_SWEEP);
+        }
+        let state = self.keys.entry(key.clone()).or_insert_with(|| KeyState {
+            queue: VecDeque::new(),
+            in_flight: 0,
+            alone: false,
+            used: now,
+        });
+        state.used = now;
+        state
+    }
+
+    fn unqueue(&mut self, key: &str, slot: &Arc<Slot>) {
+        if let Some(state) = self.keys.get_mut(key) {
+            // (Not there when it was only counted.)
+            state.queue.retain(|s| !Arc::ptr_eq(s, slot));
+        }
+    }
+}
+
+/// A release's part in a hand-off: send the unlock with [`Offer::waiter`]'s acquire behind it
+/// (when there is one) and a subscriber count, then [`settle`](Offer::settle) the answers.
+/// Dropped unsettled (the write was never made), it gives the waiter back.
+pub(crate) struct Offer {
+    handoffs: Arc<Handoffs>,
+    key: Arc<str>,
+    waiter: Option<Arc<Slot>>,
+    settled: bool,
+}
+
+/// A hold acquired by a hand-off for a waiter that had gone: the release must undo it.
+#[derive(Debug)]
+pub(crate) struct Orphan {
+    pub(crate) field: Arc<str>,
+    pub(crate) lease_ms: u64,
+}
+
+impl Offer {
+    /// The waiter to acquire for, as `(owner field, lease in ms)`; `None`: count only.
+    pub(crate) fn waiter(&self) -> Option<(&str, u64)> {
+        self.waiter.as_ref().map(|s| (&*s.field, s.lease_ms))
+    }
+
+    /// Records the answers of the write: `listeners` (the channel's subscriber count, if it
+    /// was read) decides the next release, and the waiter, if any, gets its outcome; an
+    /// acquired hold is registered in `holds` first, with `sent_at` as its confirmation time.
+    /// Returns the hold to release if the waiter had gone, and whether the waiter did not get
+    /// the lock (its neighbours, who skipped their attempts meanwhile, should look again).
+    pub(crate) fn settle(
+        mut self,
+        listeners: Option<i64>,
+        attempt: Option<redis::RedisResult<Attempt>>,
+        holds: &Holds,
+        sent_at: Instant,
+    ) -> (Option<Orphan>, bool) {
+        self.settled = true;
+        let mut orphan = None;
+        let mut missed = false;
+        if let (Some(slot), Some(attempt)) = (&self.waiter, attempt) {
+            let mut state = slot.state.lock();
+            let outcome = match attempt {
+                Ok(Attempt::Acquired) if matches!(*state, SlotState::Gone) => {
+                    orphan = Some(Orphan {
+                        field: slot.field.clone(),
+                        lease_ms: slot.lease_ms,
+                    });
+                    None
+                }
+                _ if matches!(*state, SlotState::Gone) => None,
+                Ok(Attempt::Acquired) => Some(Outcome::Acquired(holds.register(
+                    &self.key,
+                    &slot.field,
+                    slot.lease,
+                    sent_at,
+                ))),
+                Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
+                Err(err) => Some(Outcome::Failed(err)),
+            };
+            missed = !matches!(outcome, Some(Outcome::Acquired(_)));
+            if let Some(outcome) = outcome {
+                *state = SlotState::Done(outcome);
+            }
+            drop(state);
+            slot.ready.notify_one();
+        }
+        // This client's own subscription is one of the listeners; an unread count is not 1.
+        self.finish(Some(listeners == Some(1)));
+        (orphan, missed)
+    }
+
+    /// Ends the hand-off; `alone` (when the write was made) is what its count found.
+    fn finish(&self, alone: Option<bool>) {
+        let mut table = self.handoffs.table.lock();
+        if let Some(state) = table.keys.get_mut(&self.key) {
+            if self.waiter.is_some() {
+                state.in_flight -= 1;
+            }
+            if let Some(alone) = alone {
+                state.alone = alone;
+            }
+            state.used = Instant::now();
+        }
+    }
+}
+
+impl Drop for Offer {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        if let Some(slot) = &self.waiter {
+            let mut state = slot.state.lock();
+            if matches!(*state, SlotState::Taken) {
+                *state = SlotState::Done(Outcome::Withdrawn);
+            }
+            drop(state);
+            slot.ready.notify_one();
+        }
+        self.finish(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(field: &str) -> Arc<Slot> {
+        Slot::new(field.into(), Lease::Watchdog, 30_000)
+    }
+
+    fn alone(handoffs: &Arc<Handoffs>, key: &Arc<str>) {
+        // A count-only release tells the registry this client is alone on the channel.
+        let offer = handoffs.offer(key, true).expect("a waiter is parked");
+        assert!(offer.waiter().is_none(), "nothing known yet: count only");
+        offer.settle(Some(1), None, &Holds::default(), Instant::now());
+    }
+
+    #[test]
+    fn hands_off_to_the_oldest_waiter_only_when_alone() {
+        let handoffs = Arc::new(Handoffs::new(true));
+        let key: Arc<str> = "k".into();
+        let (a, b) = (slot("u:1"), slot("u:2"));
+        assert!(
+            handoffs.offer(&key, true).is_none(),
+            "no waiter: plain unlock"
+        );
+        handoffs.park(&key, &a, true);
+        handoffs.park(&key, &b, true);
+        alone(&handoffs, &key);
+        assert!(
+            handoffs.offer(&key, false).unwrap().waiter().is_none(),
+            "own subscription not live: count only"
+        );
+        let offer = handoffs.offer(&key, true).unwrap();
+        assert_eq!(offer.waiter(), Some(("u:1", 30_000)));
+        assert!(handoffs.in_flight("k"));
+        assert!(matches!(handoffs.leave("k", &a), Standing::Pending));
+        let holds = Holds::default();
+        let (orphan, missed) =
+            offer.settle(Some(2), Some(Ok(Attempt::Acquired)), &holds, Instant::now());
+        assert!(orphan.is_none() && !missed);
+        assert!(!handoffs.in_flight("k"));
+        assert!(
+            holds.held_by_other("k", "u:2"),
+            "registered before the waiter wakes"
+        );
+        assert!(matches!(
+            handoffs.leave("k", &a),
+            Standing::Answered(Outcome::Acquired(_))
+        ));
+        // Another client is listening now: the next release only counts.
+        assert!(handoffs.offer(&key, true).unwrap().waiter().is_none());
+    }
+
+    #[test]
+    fn a_waiter_that_left_is_never_taken() {
+        let handoffs = Arc::new(Handoffs::new(true));
+        let key: Arc<str> = "k".into();
+        let a = slot("u:1");
+        handoffs.park(&key, &a, true);
+        alone(&handoffs, &key);
+        assert!(matches!(handoffs.leave("k", &a), Standing::Free));
+        assert!(handoffs.offer(&key, true).is_none());
+    }
+
+    #[test]
+    fn a_hold_acquired_for_a_gone_waiter_is_returned_to_undo() {
+        let handoffs = Arc::new(Handoffs::new(true));
+        let key: Arc<str> = "k".into();
+        let a = slot("u:1");
+        handoffs.park(&key, &a, true);
+        alone(&handoffs, &key);
+        let offer = handoffs.offer(&key, true).unwrap();
+        assert!(handoffs.forget("k", &a).is_none());
+        let holds = Holds::default();
+        let (orphan, _) =
+            offer.settle(Some(1), Some(Ok(Attempt::Acquired)), &holds, Instant::now());
+        assert_eq!(&*orphan.expect("must be undone").field, "u:1");
+        assert_eq!(holds.len(), 0, "nothing registered for a gone waiter");
+    }
+
+    #[test]
+    fn an_unsent_offer_gives_the_waiter_back() {
+        let handoffs = Arc::new(Handoffs::new(true));
+        let key: Arc<str> = "k".into();
+        let a = slot("u:1");
+        handoffs.park(&key, &a, true);
+        alone(&handoffs, &key);
+        drop(handoffs.offer(&key, true).unwrap());
+        assert!(!handoffs.in_flight("k"));
+        assert!(matches!(
+            handoffs.leave("k", &a),
+            Standing::Answered(Outcome::Withdrawn)
+        ));
+    }
+
+    #[test]
+    fn disabled_or_closed_never_offers() {
+        let key: Arc<str> = "k".into();
+        let off = Arc::new(Handoffs::new(false));
+        let a = slot("u:1");
+        off.park(&key, &a, true);
+        assert_eq!(off.parked(), 1, "counted all the same");
+        assert!(off.offer(&key, true).is_none());
+        assert!(matches!(off.leave("k", &a), Standing::Free));
+        assert_eq!(off.parked(), 0);
+        let closed = Arc::new(Handoffs::new(true));
+        closed.park(&key, &slot("u:1"), true);
+        alone(&closed, &key);
+        closed.close();
+        assert!(closed.offer(&key, true).is_none());
+    }
+}

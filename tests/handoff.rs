@@ -1,0 +1,186 @@
+//! Local hand-off: a release passes the lock straight to a waiter of the same client, in the
+//! same write as the unlock, but only while no other client listens on the lock's channel.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redisson_lock::{LockClient, LockGuard, Owner};
+use support::{eventually, load_scripts, RedisServer};
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+/// Holders here take a long fixed lease: nothing happens by expiry within a test.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// Starts one waiter per owner on `name`; each sends its guard once it acquires.
+fn waiters(
+    client: &LockClient,
+    name: &str,
+    owners: &[Owner],
+) -> mpsc::UnboundedReceiver<LockGuard> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for &owner in owners {
+        let (lock, tx) = (client.lock(name).with_owner(owner), tx.clone());
+        tokio::spawn(async move {
+            let guard = lock.lock_with_lease(LONG_LEASE).await.unwrap();
+            let _ = tx.send(guard);
+        });
+    }
+    rx
+}
+
+/// The first release with waiters parked only counts the channel's listeners (a plain unlock:
+/// its message wakes a waiter, which acquires by its own attempt). The count found this client
+/// alone, so the next release carries the remaining waiter's acquire: Redis has run it by the
+/// time the releasing owner reads its unlock reply, and the waiter sends nothing itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_passes_the_lock_to_a_parked_waiter_in_the_same_write() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    load_scripts(&client).await;
+    let first = client
+        .lock("relay")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let owners = [Owner::new(), Owner::new()];
+    let mut acquired = waiters(&client, "relay", &owners);
+    assert!(eventually(PROMPT, || client.waiting() == 2).await);
+
+    first.unlock().await.unwrap();
+    let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+    let last = *owners.iter().find(|&&o| o != second.owner()).unwrap();
+    assert!(eventually(PROMPT, || client.waiting() == 1).await);
+    assert_eq!(
+        server.command_calls("pubsub|numsub"),
+        1,
+        "the first release counted"
+    );
+
+    let scripts = server.command_calls("evalsha");
+    second.unlock().await.unwrap();
+    let field = format!("{}:{}", client.client_id(), last.id());
+    let holds: Option<i64> = server.cmd(&["HGET", "relay", &field]);
+    assert_eq!(
+        holds,
+        Some(1),
+        "the waiter did not hold the lock when the unlock was answered"
+    );
+    let third = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+    assert_eq!(third.owner(), last);
+    assert_eq!(client.waiting(), 0);
+    assert_eq!(
+        server.command_calls("evalsha"),
+        scripts + 2,
+        "the unlock and the acquire it carried, no attempt of the waiter's own"
+    );
+    third.unlock().await.unwrap();
+    assert_eq!(client.held_locks(), 0);
+}
+
+/// A waiter in another client (here another `LockClient`; a Redisson JVM counts the same) is
+/// not starved by two owners of one client passing the lock back and forth: once it listens
+/// on the channel, releases stop handing off and its wake-up races fairly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_of_another_client_gets_the_lock_from_a_busy_local_relay() {
+    let server = RedisServer::start();
+    let local = server.client().await;
+    let remote = server.client().await;
+    let sections = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut relay = Vec::new();
+    for _ in 0..2 {
+        let lock = local.lock("contended").with_owner(Owner::new());
+        let (sections, stop) = (sections.clone(), stop.clone());
+        relay.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let guard = lock.lock().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await; // the critical section
+                sections.fetch_add(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }));
+    }
+    // The relay is running (and handing off: its client is alone on the channel).
+    assert!(eventually(PROMPT, || sections.load(Ordering::SeqCst) >= 20).await);
+
+    let started = sections.load(Ordering::SeqCst);
+    let guard = timeout(PROMPT, remote.lock("contended").lock())
+        .await
+        .expect("starved by the other client's hand-offs")
+        .unwrap();
+    let relayed = sections.load(Ordering::SeqCst) - started;
+    guard.unlock().await.unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for task in relay {
+        timeout(PROMPT, task).await.unwrap().unwrap();
+    }
+    eprintln!("the remote waiter got the lock after {relayed} local sections");
+}
+
+/// A waiter that has gone (its future dropped while parked) leaves the queue at once: the next
+/// release hands the lock to the waiter behind it, never to the one that left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waiter_is_never_handed_the_lock() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let first = client
+        .lock("gone")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    // A release with a waiter parked: it learns that this client is alone on the channel.
+    let mut acquired = waiters(&client, "gone", &[Owner::new()]);
+    assert!(eventually(PROMPT, || client.waiting() == 1).await);
+    first.unlock().await.unwrap();
+    let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+
+    // Two more waiters, the doomed one parked first (so first in line), then cancelled.
+    let doomed_owner = Owner::new();
+    let doomed = {
+        let lock = client.lock("gone").with_owner(doomed_owner);
+        tokio::spawn(async move { lock.lock().await })
+    };
+    assert!(eventually(PROMPT, || client.waiting() == 1).await);
+    let next_owner = Owner::new();
+    let mut next = waiters(&client, "gone", &[next_owner]);
+    assert!(eventually(PROMPT, || client.waiting() == 2).await);
+    doomed.abort();
+    assert!(doomed.await.unwrap_err().is_cancelled());
+    assert_eq!(client.waiting(), 1, "the dropped waiter is still parked");
+
+    second.unlock().await.unwrap();
+    let field = |owner: Owner| format!("{}:{}", client.client_id(), owner.id());
+    let holders: Vec<String> = server.cmd(&["HKEYS", "gone"]);
+    assert_eq!(holders, [field(next_owner)], "handed to the wrong waiter");
+    let third = timeout(PROMPT, next.recv()).await.unwrap().unwrap();
+    third.unlock().await.unwrap();
+    assert_eq!(client.held_locks(), 0);
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "gone"]), 0);
+}
+
+/// With hand-off off, waiters are served by the unlock message alone and no release counts
+/// the channel's listeners.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_local_handoff_off_releases_only_unlock() {
+    let server = RedisServer::start();
+    let client = server.client_with(|c| c.with_local_handoff(false)).await;
+    let first = client
+        .lock("plain")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let mut acquired = waiters(&client, "plain", &[Owner::new(), Owner::new()]);
+    assert!(eventually(PROMPT, || client.waiting() == 2).await);
+    first.unlock().await.unwrap();
+    for _ in 0..2 {
+        let guard = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+    assert_eq!(server.command_calls("pubsub|numsub"), 0);
+    assert_eq!(client.held_locks(), 0);
+}
