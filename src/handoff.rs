@@ -36,6 +36,8 @@ use tokio::time::Instant;
 use crate::holds::{Holds, Lease, Ticket};
 use crate::protocol::Attempt;
 
+const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+
 /// How long a key's state outlives its last use (its subscriber count goes with it).
 const KEEP: Duration = Duration::from_secs(2);
 /// The table is swept of stale keys when it reaches twice its size after the last sweep.
@@ -101,7 +103,8 @@ pub(crate) enum Outcome {
     Held { pttl_ms: i64 },
     /// The acquire failed; the waiter handles it as the failure of its own attempt.
     Failed(redis::RedisError),
-    /// The release was abandoned before it was written: nothing was sent for the waiter.
+    /// Nothing ran for the waiter: the release was abandoned before its write, or the
+    /// server did not know the script.
     Withdrawn,
 }
 
@@ -341,6 +344,8 @@ impl Offer {
                     sent_at,
                 ))),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
+                // A flushed script cache: nothing ran, and the waiter's own attempt loads it.
+                Err(err) if err.kind() == NO_SCRIPT => Some(Outcome::Withdrawn),
                 Err(err) => Some(Outcome::Failed(err)),
             };
             missed = !matches!(outcome, Some(Outcome::Acquired(_)));

@@ -39,7 +39,9 @@ const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
 /// Waiting never polls: a waiter subscribes to the lock's channel and is woken by the unlock
 /// message, with a timer on the holder's remaining lease as a fallback. Waiters of one client
 /// share the subscription, and a waiter that finds the lock held by another owner of its own
-/// client waits for that owner's unlock without sending a doomed attempt.
+/// client waits for that owner's unlock without sending a doomed attempt. That owner's release
+/// hands the lock straight to its oldest waiter, in the same write as the unlock, while no
+/// other client listens on the lock (see [`Config::with_local_handoff`](crate::Config::with_local_handoff)).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -348,6 +350,7 @@ impl Lock {
                 }
                 Standing::Answered(Outcome::Held { pttl_ms }) => Some(Ok(Err(pttl_ms))),
                 Standing::Answered(Outcome::Failed(err)) => {
+                    attempted = true; // waiting already: retried like its own attempts
                     Some(Err(Error::from_redis(&self.name, err)))
                 }
                 Standing::Answered(Outcome::Withdrawn) | Standing::Free => None,

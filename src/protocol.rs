@@ -2,7 +2,8 @@
 //!
 //! Everything above this module (waiting, renewal, ownership, guards) talks to Redis only
 //! through [`Protocol`], a narrow interface in the spirit of `lock_api`'s raw traits: try to
-//! acquire, release one hold, force-release, renew a batch, and the read-only queries. The Lua
+//! acquire, release one hold (alone, or pipelined with a local hand-off's acquire and a count
+//! of the channel's listeners), force-release, renew a batch, and the read-only queries. The Lua
 //! lives in `scripts/lua/`, one file per operation, each headed by its KEYS, ARGV and replies.
 //! Scripts run by `EVALSHA`; a `NOSCRIPT` reply (a restarted server, `SCRIPT FLUSH`) loads the
 //! script and runs it again, which is safe because `NOSCRIPT` means nothing ran.

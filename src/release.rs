@@ -5,6 +5,12 @@
 //! client's release task, which runs each job on its own task. An unlock is re-sent with the
 //! same request id (so the same latch) when its reply is lost, which makes the retry idempotent.
 //!
+//! An unlock that frees a lock while waiters of this client are parked on it carries a
+//! [`Offer`] (see [`crate::handoff`]): the first send puts the oldest waiter's acquire and a
+//! listener count in the same write, and settles their answers. That work must finish even if
+//! the caller goes away, so an explicit unlock with an offer runs as a future of its own, which
+//! a dropped caller hands to the release task ([`Job::Finish`]).
+//!
 //! Once an unlock's answer is read its latch is spent (no re-send will come), but it would
 //! linger until its PX runs out. Spent latches are gathered for [`LATCH_SWEEP`] and deleted
 //! together in one `DEL`: under load that is one command per sweep instead of one per unlock,

@@ -3,12 +3,10 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use redisson_lock::{LockClient, LockGuard, Owner};
-use support::{eventually, load_scripts, RedisServer};
+use support::{eventually, load_scripts, RedisServer, Relay};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -33,33 +31,40 @@ fn waiters(
     rx
 }
 
-/// The first release with waiters parked only counts the channel's listeners (a plain unlock:
-/// its message wakes a waiter, which acquires by its own attempt). The count found this client
-/// alone, so the next release carries the remaining waiter's acquire: Redis has run it by the
-/// time the releasing owner reads its unlock reply, and the waiter sends nothing itself.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_release_passes_the_lock_to_a_parked_waiter_in_the_same_write() {
-    let server = RedisServer::start();
-    let client = server.client().await;
-    load_scripts(&client).await;
-    let first = client
-        .lock("relay")
-        .lock_with_lease(LONG_LEASE)
-        .await
-        .unwrap();
+/// A lock held by one owner of `client` with two more waiting, after one release: that first
+/// release with waiters parked only counted the channel's listeners (a plain unlock, whose
+/// message woke one waiter, which acquired by its own attempt), and the count found this client
+/// alone. Returns the holder's guard, the owner still parked, and where its guard will arrive.
+async fn relay_after_one_release(
+    client: &LockClient,
+    server: &RedisServer,
+    name: &str,
+) -> (LockGuard, Owner, mpsc::UnboundedReceiver<LockGuard>) {
+    let first = client.lock(name).lock_with_lease(LONG_LEASE).await.unwrap();
     let owners = [Owner::new(), Owner::new()];
-    let mut acquired = waiters(&client, "relay", &owners);
+    let mut acquired = waiters(client, name, &owners);
     assert!(eventually(PROMPT, || client.waiting() == 2).await);
-
+    let counts = server.command_calls("pubsub|numsub");
     first.unlock().await.unwrap();
     let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
     let last = *owners.iter().find(|&&o| o != second.owner()).unwrap();
     assert!(eventually(PROMPT, || client.waiting() == 1).await);
     assert_eq!(
         server.command_calls("pubsub|numsub"),
-        1,
-        "the first release counted"
+        counts + 1,
+        "the release counted"
     );
+    (second, last, acquired)
+}
+
+/// The next release carries the parked waiter's acquire: Redis has run it by the time the
+/// releasing owner reads its unlock reply, and the waiter sends nothing itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_passes_the_lock_to_a_parked_waiter_in_the_same_write() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    load_scripts(&client).await;
+    let (second, last, mut acquired) = relay_after_one_release(&client, &server, "relay").await;
 
     let scripts = server.command_calls("evalsha");
     second.unlock().await.unwrap();
@@ -82,44 +87,47 @@ async fn a_release_passes_the_lock_to_a_parked_waiter_in_the_same_write() {
     assert_eq!(client.held_locks(), 0);
 }
 
-/// A waiter in another client (here another `LockClient`; a Redisson JVM counts the same) is
-/// not starved by two owners of one client passing the lock back and forth: once it listens
-/// on the channel, releases stop handing off and its wake-up races fairly.
+/// A script cache flushed just before a hand-off: the unlock is loaded and sent again, and the
+/// waiter, whose carried acquire never ran, makes its own attempt; nobody sees an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_during_a_hand_off_is_invisible() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let (second, last, mut acquired) = relay_after_one_release(&client, &server, "relay").await;
+    server.flush_scripts();
+    second.unlock().await.unwrap();
+    let third = timeout(PROMPT, acquired.recv())
+        .await
+        .expect("the waiter never got the lock")
+        .expect("the waiter failed");
+    assert_eq!(third.owner(), last);
+    third.unlock().await.unwrap();
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "relay"]), 0);
+}
+
+/// A waiter in another client (here another `LockClient`; a Redisson JVM counts the same, see
+/// `tests/interop.rs`) is not starved by owners of one client passing the lock around: once it
+/// listens on the channel, releases stop handing off and its wake-up races fairly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_of_another_client_gets_the_lock_from_a_busy_local_relay() {
     let server = RedisServer::start();
     let local = server.client().await;
     let remote = server.client().await;
-    let sections = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut relay = Vec::new();
-    for _ in 0..2 {
-        let lock = local.lock("contended").with_owner(Owner::new());
-        let (sections, stop) = (sections.clone(), stop.clone());
-        relay.push(tokio::spawn(async move {
-            while !stop.load(Ordering::SeqCst) {
-                let guard = lock.lock().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(2)).await; // the critical section
-                sections.fetch_add(1, Ordering::SeqCst);
-                guard.unlock().await.unwrap();
-            }
-        }));
-    }
-    // The relay is running (and handing off: its client is alone on the channel).
-    assert!(eventually(PROMPT, || sections.load(Ordering::SeqCst) >= 20).await);
+    let relay = Relay::start(&local, "contended", 2, Duration::from_millis(2));
+    // The relay is running, handing off (its client is alone on the channel).
+    assert!(eventually(PROMPT, || relay.acquisitions() >= 20).await);
 
-    let started = sections.load(Ordering::SeqCst);
+    let started = relay.acquisitions();
     let guard = timeout(PROMPT, remote.lock("contended").lock())
         .await
         .expect("starved by the other client's hand-offs")
         .unwrap();
-    let relayed = sections.load(Ordering::SeqCst) - started;
+    eprintln!(
+        "the remote waiter got the lock after {} relayed sections",
+        relay.acquisitions() - started
+    );
     guard.unlock().await.unwrap();
-    stop.store(true, Ordering::SeqCst);
-    for task in relay {
-        timeout(PROMPT, task).await.unwrap().unwrap();
-    }
-    eprintln!("the remote waiter got the lock after {relayed} local sections");
+    relay.stop().await;
 }
 
 /// A waiter that has gone (its future dropped while parked) leaves the queue at once: the next

@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 use redisson_lock::{LockClient, LockGuard, Owner};
 use support::java::{agent_jars, JavaAgent};
-use support::{eventually, RedisServer};
+use support::{eventually, RedisServer, Relay};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -84,6 +84,7 @@ scenarios!(
     hash_tagged_names_share_the_channel_both_ways,
     rust_shutdown_releases_reentrant_holds_and_wakes_a_java_waiter,
     a_killed_jvm_holder_is_outwaited_by_its_last_renewed_lease,
+    a_busy_rust_relay_with_hand_offs_does_not_starve_a_java_waiter,
 );
 
 fn jar(version: &str) -> PathBuf {
@@ -678,6 +679,28 @@ async fn rust_shutdown_releases_reentrant_holds_and_wakes_a_java_waiter(jar: &Pa
     assert!(inner.unlock().await.is_err());
     assert_eq!(hgetall(&s.server, "s10"), only(&java_field, 1));
     s.java.unlock("s10", "a").await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Local hand-off stops for a Redisson waiter: it listens on the channel, so the Rust client is
+// no longer alone there, and its releases go back to plain unlocks whose message Redisson races.
+
+async fn a_busy_rust_relay_with_hand_offs_does_not_starve_a_java_waiter(jar: &Path) {
+    let s = setup(jar).await;
+    let java_field = s.java.field("a").await;
+    let relay = Relay::start(&s.rust, "s12", 2, Duration::from_millis(2));
+    // Running and handing off: the Rust client is alone on the channel.
+    assert!(eventually(PROMPT, || relay.acquisitions() >= 20).await);
+
+    let mut waiter = s.java.lock_async_report("s12", "a", None).await;
+    assert!(
+        waiter.within(PROMPT).await.is_some(),
+        "Redisson starved by the Rust client's hand-offs"
+    );
+    assert_eq!(hgetall(&s.server, "s12"), only(&java_field, 1));
+    s.java.unlock("s12", "a").await.unwrap();
+    relay.stop().await;
+    assert_eq!(s.server.cmd::<i64>(&["EXISTS", "s12"]), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

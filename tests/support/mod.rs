@@ -305,3 +305,65 @@ pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut check: F) -> 
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Owners of one client passing a lock around: each holds it for `hold`, unlocks, and
+/// contends again only once someone else has acquired it, so every release finds the others
+/// waiting (and the releasing owner never barges in ahead of them).
+pub struct Relay {
+    acquired: tokio::sync::watch::Sender<u64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Starts `owners` owners of `client` relaying `name`.
+    pub fn start(client: &LockClient, name: &str, owners: usize, hold: Duration) -> Relay {
+        use std::sync::atomic::Ordering;
+        let (acquired, _) = tokio::sync::watch::channel(0u64);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tasks = (0..owners)
+            .map(|_| {
+                let lock = client.lock(name).with_owner(redisson_lock::Owner::new());
+                let (acquired, stop) = (acquired.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut others = acquired.subscribe();
+                    while !stop.load(Ordering::SeqCst) {
+                        let guard = lock.lock().await.expect("relay lock");
+                        let mut mine = 0;
+                        acquired.send_modify(|n| {
+                            *n += 1;
+                            mine = *n;
+                        });
+                        tokio::time::sleep(hold).await; // the critical section
+                        guard.unlock().await.expect("relay unlock");
+                        let _ = others
+                            .wait_for(|&n| n > mine || stop.load(Ordering::SeqCst))
+                            .await;
+                    }
+                })
+            })
+            .collect();
+        Relay {
+            acquired,
+            stop,
+            tasks,
+        }
+    }
+
+    /// Acquisitions by the relay so far.
+    pub fn acquisitions(&self) -> u64 {
+        *self.acquired.borrow()
+    }
+
+    /// Stops the relay once the lock is free to come back to it; waits for every owner.
+    pub async fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.acquired.send_modify(|_| {}); // wake the owners waiting for a turn
+        for task in self.tasks {
+            tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .expect("relay owner stuck")
+                .expect("relay owner failed");
+        }
+    }
+}
