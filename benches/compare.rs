@@ -46,7 +46,7 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use redis_util::flushall;
 use report::table;
-use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep};
+use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, PLAIN};
 use stats::Results;
 
 // ---------------------------------------------------------------------------------------------
@@ -301,7 +301,14 @@ fn main() {
                     results.add("rtt.p50_us", "floor", p50);
                     results.add("rtt.p99_us", "floor", p99);
                 }
-                for imp in rust {
+                // P3 also runs the crate with local hand-off off: the pub/sub path that serves
+                // waiters in other clients.
+                let with_plain: Vec<&str> = rust
+                    .iter()
+                    .copied()
+                    .chain(rust.contains(&"crate").then_some(PLAIN))
+                    .collect();
+                for &imp in &with_plain {
                     let handoffs = if counting {
                         count_handoffs
                     } else {

@@ -139,7 +139,10 @@ $table
 ## Method
 
 - **crate**: \`LockClient\` with default settings (one multiplexed command connection, one RESP3
-  pub/sub connection, watchdog), \`lock()\` then \`guard.unlock()\`; each owner is an \`Owner\`.
+  pub/sub connection, watchdog, local hand-off on), \`lock()\` then \`guard.unlock()\`; each
+  owner is an \`Owner\`. In P3 it also runs as **crate, local hand-off off**
+  (\`Config::with_local_handoff(false)\`): waiters served by the unlock message alone, the path
+  that serves waiters in another client; those rows are marked "local hand-off off".
 - **floor**: \`scripts/lua/acquire.lua\` and \`unlock.lua\` (and \`renew.lua\` in P4) sent with
   redis-rs \`Script\` (EVALSHA) over one multiplexed connection; the unlock latch is deleted
   without waiting for the reply, as PROTOCOL.md §3 describes. Waiting (P3) is one permanent
@@ -154,7 +157,8 @@ $table
   **alternate every implementation repetition by repetition** (crate, floor, each Redisson, then
   again), with both JVMs alive and idle while the others run, so a slow drift of the shared
   machine hits all alike; P3 alternates crate and floor, then runs each Redisson with no other
-  client connected (its command counts would include their pings).
+  client connected (its command counts would include their pings). P3 runs crate, crate with
+  hand-off off, and floor in turn.
 - Every client has TCP_NODELAY on (the crate and the floor set it, Netty does by default).
 - **P1**: one owner, \`lock\` + \`unlock\` on one key, sequentially; latency of the pair. The
   Rust loop runs in a task on the runtime's 2 workers (tokio, multi-thread), as application code
@@ -162,13 +166,14 @@ $table
 - **P2**: 64 owners, each on its own key, through one client; completed pairs per second.
 - **P3**: N waiters + 1 holder on one key. The holder holds 2 ms then unlocks; an owner that
   released contends again only once someone else acquired, so every unlock is a hand-off to an
-  owner that was already waiting. Latency: from the holder's unlock *reply* to the next holder's
-  acquire *reply* (one process clock). Client commands per acquisition: one extra counting run
-  per N with \`MONITOR\` attached (its latencies are not reported), counting what clients sent
-  between two \`ECHO\` markers, leaving out what scripts ran (\`[0 lua]\`) and \`INFO\`. Server calls
-  per acquisition: \`INFO commandstats\` total calls before and after the timed hand-offs (\`INFO\`
-  excluded); Redis counts the commands a script runs there too. Polling would show as commands
-  per acquisition growing with N and with the hold time.
+  owner that was already waiting (no releasing owner barges in ahead of the waiters). Latency:
+  from the holder's unlock *reply* to the next holder's acquire *reply* (one process clock).
+  Client commands per acquisition: one extra counting run per N with \`MONITOR\` attached (its
+  latencies are not reported), counting what clients sent between two \`ECHO\` markers, leaving
+  out what scripts ran (\`[0 lua]\`) and \`INFO\`. Server calls per acquisition: \`INFO
+  commandstats\` total calls before and after the timed hand-offs (\`INFO\` excluded); Redis
+  counts the commands a script runs there too. Polling would show as commands per acquisition
+  growing with N and with the hold time.
 - **P4**: one client holds N locks (acquired 256 at a time) with a 3 s watchdog timeout, so
   renewal every 1 s. In a fresh process per implementation and size: memory per lock = RSS after
   acquiring minus RSS before, ÷ N (JVM: also live heap after \`System.gc()\`, which says more than
@@ -203,6 +208,13 @@ $table
 - The crate deletes spent unlock latches together, one \`DEL\` per 50 ms sweep; the floor and
   Redisson 4.7.0 send one \`DEL\` per unlock (3.23.4 has no latch). That is the crate's
   \`DEL\` column in P3, and part of its P1/P2 advantage over the floor.
+- **P3 with local hand-off.** All P3 owners share one client, so each release carries the
+  oldest waiter's acquire in the same write as the unlock (README, *Local hand-off*): the next
+  holder's acquire reply arrives with the unlock reply, hence a latency of microseconds (the
+  wake-up of the next holder's task), not round trips. The crate's commands per acquisition are
+  the unlock, the carried acquire and the \`PUBSUB NUMSUB\` that keeps hand-offs fair to other
+  clients (hand-offs stop while another client listens on the channel). The floor and Redisson
+  wake their waiters by the message; so does the crate with hand-off off, in its own rows.
 - Redisson 4.7.0 was seen (MONITOR) sending bursts of single-key renewal scripts for the hot P3
   key while it is handed from thread to thread, hundreds per second; its P3 command counts vary
   from run to run for that reason.

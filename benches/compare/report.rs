@@ -1,5 +1,6 @@
 //! The markdown table on stdout, and the targets judged on this run's medians.
 
+use crate::scenarios::PLAIN;
 use crate::stats::{median, Results};
 use crate::Plan;
 
@@ -54,85 +55,87 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
     // Lines where the crate is not ahead of a Redisson version: (line, version).
     let mut behind: Vec<(String, String)> = Vec::new();
     let mut compared = 0usize;
-    let mut row = |scenario: &str, label: &str, metric: &str, better: Better, with_floor: bool| {
-        if !r.values.contains_key(metric) && !r.notes.keys().any(|(m, _)| m == metric) {
-            return;
-        }
-        // P4 renewal figures of a client that lost locks cover fewer locks: not comparable.
-        let degraded = |imp: &str| -> bool {
-            let Some(prefix) = metric.strip_suffix(".calls").or_else(|| {
-                metric
-                    .strip_suffix(".cycle_ms")
-                    .or_else(|| metric.strip_suffix(".cpu_ms"))
-            }) else {
-                return false;
-            };
-            prefix.starts_with("p4.")
-                && r.median(&format!("{prefix}.held_pct"), imp)
-                    .is_some_and(|held| held < 99.5)
-        };
-        for j in javas {
-            if degraded(j) || degraded("crate") {
-                continue;
+    // `me`: the crate's column comes from this implementation (`crate`, or `crate-plain`).
+    let mut row =
+        |me: &str, scenario: &str, label: &str, metric: &str, better: Better, with_floor: bool| {
+            if !r.values.contains_key(metric) && !r.notes.keys().any(|(m, _)| m == metric) {
+                return;
             }
-            if let (Some(a), Some(b)) = (r.median(metric, "crate"), r.median(metric, j)) {
-                compared += 1;
-                // A tie (e.g. 100 % held on both sides) is not "behind".
-                let ahead_or_even = match better {
-                    Better::Lower => a <= b,
-                    Better::Higher => a >= b,
+            // P4 renewal figures of a client that lost locks cover fewer locks: not comparable.
+            let degraded = |imp: &str| -> bool {
+                let Some(prefix) = metric.strip_suffix(".calls").or_else(|| {
+                    metric
+                        .strip_suffix(".cycle_ms")
+                        .or_else(|| metric.strip_suffix(".cpu_ms"))
+                }) else {
+                    return false;
                 };
-                if !ahead_or_even {
-                    behind.push((format!("{scenario}: {label}"), j.clone()));
+                prefix.starts_with("p4.")
+                    && r.median(&format!("{prefix}.held_pct"), imp)
+                        .is_some_and(|held| held < 99.5)
+            };
+            for j in javas {
+                if degraded(j) || degraded(me) {
+                    continue;
+                }
+                if let (Some(a), Some(b)) = (r.median(metric, me), r.median(metric, j)) {
+                    compared += 1;
+                    // A tie (e.g. 100 % held on both sides) is not "behind".
+                    let ahead_or_even = match better {
+                        Better::Lower => a <= b,
+                        Better::Higher => a >= b,
+                    };
+                    if !ahead_or_even {
+                        behind.push((format!("{scenario}: {label}"), j.clone()));
+                    }
                 }
             }
-        }
-        let mark = |imp: &str| if degraded(imp) { " ‡" } else { "" };
-        let cell = |imp: &str| -> String {
-            match (r.median(metric, imp), r.get_note(metric, imp)) {
-                (Some(v), _) => format!("{}{}", fmt_num(v), mark(imp)),
-                (None, Some(note)) => format!("{note}{}", mark(imp)),
-                (None, None) => "–".into(),
+            let mark = |imp: &str| if degraded(imp) { " ‡" } else { "" };
+            let cell = |imp: &str| -> String {
+                match (r.median(metric, imp), r.get_note(metric, imp)) {
+                    (Some(v), _) => format!("{}{}", fmt_num(v), mark(imp)),
+                    (None, Some(note)) => format!("{note}{}", mark(imp)),
+                    (None, None) => "–".into(),
+                }
+            };
+            let arrow = match better {
+                Better::Lower => "↓",
+                Better::Higher => "↑",
+            };
+            let mut line = format!("| {scenario} | {label} {arrow} | {} |", cell(me));
+            line.push_str(&format!(
+                " {} |",
+                if with_floor {
+                    cell("floor")
+                } else {
+                    "–".into()
+                }
+            ));
+            for j in javas {
+                line.push_str(&format!(" {} |", cell(j)));
             }
+            let ratio = |other: &str| -> String {
+                match (r.median(metric, me), r.median(metric, other)) {
+                    (Some(a), Some(b)) if b != 0.0 => format!("{:.2}×{}", a / b, mark(other)),
+                    _ => "–".into(),
+                }
+            };
+            line.push_str(&format!(
+                " {} |",
+                if with_floor {
+                    ratio("floor")
+                } else {
+                    "–".into()
+                }
+            ));
+            for j in javas {
+                line.push_str(&format!(" {} |", ratio(j)));
+            }
+            out.push_str(&line);
+            out.push('\n');
         };
-        let arrow = match better {
-            Better::Lower => "↓",
-            Better::Higher => "↑",
-        };
-        let mut line = format!("| {scenario} | {label} {arrow} | {} |", cell("crate"));
-        line.push_str(&format!(
-            " {} |",
-            if with_floor {
-                cell("floor")
-            } else {
-                "–".into()
-            }
-        ));
-        for j in javas {
-            line.push_str(&format!(" {} |", cell(j)));
-        }
-        let ratio = |other: &str| -> String {
-            match (r.median(metric, "crate"), r.median(metric, other)) {
-                (Some(a), Some(b)) if b != 0.0 => format!("{:.2}×{}", a / b, mark(other)),
-                _ => "–".into(),
-            }
-        };
-        line.push_str(&format!(
-            " {} |",
-            if with_floor {
-                ratio("floor")
-            } else {
-                "–".into()
-            }
-        ));
-        for j in javas {
-            line.push_str(&format!(" {} |", ratio(j)));
-        }
-        out.push_str(&line);
-        out.push('\n');
-    };
-
     row(
+        "crate",
         "P1 uncontended",
         "lock+unlock p50 µs",
         "p1.p50_us",
@@ -140,6 +143,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         "P1 uncontended",
         "lock+unlock p99 µs",
         "p1.p99_us",
@@ -147,6 +151,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         "P1 uncontended",
         "client CPU µs / pair",
         "p1.cpu_us",
@@ -154,6 +159,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         &format!("P2 {} owners", plan.p2_owners),
         "lock+unlock pairs/s (Redisson: a thread per owner, lock())",
         "p2.ops",
@@ -161,6 +167,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         &format!("P2 {} owners", plan.p2_owners),
         "client CPU µs / pair (Redisson: threads)",
         "p2.cpu_us",
@@ -168,6 +175,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         &format!("P2 {} owners", plan.p2_owners),
         "lock+unlock pairs/s (Redisson: lockAsync(id) chains)",
         "p2.ops_async",
@@ -175,6 +183,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         true,
     );
     row(
+        "crate",
         &format!("P2 {} owners", plan.p2_owners),
         "client CPU µs / pair (Redisson: async)",
         "p2.cpu_us_async",
@@ -184,6 +193,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
     for n in &plan.p3_ns {
         let s = format!("P3 hand-off, {n} waiter{}", if *n == 1 { "" } else { "s" });
         row(
+            "crate",
             &s,
             "unlock reply → next acquire p50 µs",
             &format!("p3.{n}.p50_us"),
@@ -191,6 +201,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "… p99 µs",
             &format!("p3.{n}.p99_us"),
@@ -198,6 +209,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "client commands / acquisition (MONITOR)",
             &format!("p3.{n}.client"),
@@ -205,9 +217,36 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "server calls / acquisition, incl. inside Lua (INFO)",
             &format!("p3.{n}.calls"),
+            Better::Lower,
+            true,
+        );
+        // The same hand-offs served by the unlock message alone (as for waiters in another
+        // client): the crate's pub/sub path.
+        row(
+            PLAIN,
+            &s,
+            "local hand-off off: unlock reply → next acquire p50 µs",
+            &format!("p3.{n}.p50_us"),
+            Better::Lower,
+            true,
+        );
+        row(
+            PLAIN,
+            &s,
+            "local hand-off off: … p99 µs",
+            &format!("p3.{n}.p99_us"),
+            Better::Lower,
+            true,
+        );
+        row(
+            PLAIN,
+            &s,
+            "local hand-off off: client commands / acquisition",
+            &format!("p3.{n}.client"),
             Better::Lower,
             true,
         );
@@ -216,6 +255,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
         let s = format!("P4 {} locks", fmt_num(*count as f64));
         let t = format!("p4.{count}");
         row(
+            "crate",
             &s,
             "renewal calls / cycle",
             &format!("{t}.calls"),
@@ -223,6 +263,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "renewal cycle ms",
             &format!("{t}.cycle_ms"),
@@ -230,6 +271,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "client CPU ms / cycle",
             &format!("{t}.cpu_ms"),
@@ -237,6 +279,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "client RSS bytes / lock",
             &format!("{t}.bytes_per_lock"),
@@ -244,6 +287,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "JVM live heap bytes / lock",
             &format!("{t}.heap_bytes_per_lock"),
@@ -251,6 +295,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             false,
         );
         row(
+            "crate",
             &s,
             "% still held after the window",
             &format!("{t}.held_pct"),
@@ -258,6 +303,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String]) -> String {
             true,
         );
         row(
+            "crate",
             &s,
             "time to acquire all, s",
             &format!("{t}.acquire_s"),

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use redisson_lock::{Lock, LockClient, LockGuard, Owner};
+use redisson_lock::{Config, Lock, LockClient, LockGuard, Owner};
 use tokio::sync::Notify;
 
 use crate::floor::{floor_conn, floor_subscription, FloorLock};
@@ -17,6 +17,9 @@ use crate::redis_util::{
     commands_between, commandstats_async, echo, monitor, script_calls, MARK_END, MARK_START,
 };
 use crate::stats::{p50_p99_us, Results};
+
+/// The P3 name of the crate with local hand-off off.
+pub(crate) const PLAIN: &str = "crate-plain";
 
 // ---------------------------------------------------------------------------------------------
 // One lock, either implementation
@@ -59,6 +62,16 @@ impl Setup {
     async fn new(imp: &str, url: &str) -> Setup {
         match imp {
             "crate" => Setup::Crate(LockClient::connect(url).await.expect("crate connect")),
+            // The crate with local hand-off off: waiters served by the unlock message only, as
+            // when holder and waiters are in different clients.
+            PLAIN => {
+                let config = Config::from_url(url).unwrap().with_local_handoff(false);
+                Setup::Crate(
+                    LockClient::with_config(config)
+                        .await
+                        .expect("crate connect"),
+                )
+            }
             _ => Setup::Floor {
                 conn: floor_conn(url).await,
                 client_id: "00000000-0000-4000-8000-000000000000".to_string(),
