@@ -1,5 +1,6 @@
-//! Faults: the server restarted, connections killed, a long outage, a frozen holder, replies
-//! timing out during unlock, a cancellation storm, and a server out of memory. Each runs
+//! Faults: the server restarted, connections killed (also under a stream of local hand-offs),
+//! a long outage, a frozen holder, replies timing out during unlock, a cancellation storm, and a
+//! server out of memory. Each runs
 //! while locks are held and while waiters wait, against real `redis-server` processes the
 //! tests break themselves. Watchdog timeout 1.5 s (renewal every 0.5 s) unless said otherwise.
 
@@ -358,4 +359,58 @@ async fn out_of_memory_refuses_new_locks_and_spares_holders() {
     let _: () = server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
     guard.unlock().await.unwrap();
     assert!(other.lock("new").try_lock().await.unwrap().is_some());
+}
+
+/// Connections killed again and again while owners of one client hand a lock to each other
+/// (hand-offs in flight lose their replies, the hub loses its subscription): never two holders
+/// at once, the owners keep getting their turns, and nothing stays held at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_offs_survive_killed_connections() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let inside = Arc::new(AtomicBool::new(false));
+    let sections = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut owners = Vec::new();
+    for _ in 0..3 {
+        let lock = client.lock("relay").with_owner(Owner::new());
+        let (inside, sections, stop) = (inside.clone(), sections.clone(), stop.clone());
+        owners.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                // A first attempt that meets a killed connection fails: the caller retries.
+                let Ok(guard) = lock.lock().await else {
+                    continue;
+                };
+                assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(1)).await; // the critical section
+                inside.store(false, Ordering::SeqCst);
+                sections.fetch_add(1, Ordering::SeqCst);
+                // An unlock whose every re-send met a killed connection leaves the lock to
+                // its lease (the watchdog has stopped); that is allowed, not a failure here.
+                let _ = guard.unlock().await;
+            }
+        }));
+    }
+    for _ in 0..5 {
+        let before = sections.load(Ordering::SeqCst);
+        assert!(
+            eventually(PROMPT, || sections.load(Ordering::SeqCst) >= before + 20).await,
+            "the owners stopped getting their turns"
+        );
+        server.kill_clients();
+    }
+    stop.store(true, Ordering::SeqCst);
+    for owner in owners {
+        tokio::time::timeout(PROMPT, owner)
+            .await
+            .expect("an owner is stuck")
+            .expect("an owner failed");
+    }
+    assert_eq!(client.held_locks(), 0);
+    assert_eq!(client.waiting(), 0);
+    // A hold whose reply was lost ends with its lease at the latest.
+    assert!(eventually(LEASE * 2, || server.cmd::<i64>(&["EXISTS", "relay"]) == 0).await);
 }
