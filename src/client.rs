@@ -25,9 +25,7 @@ pub(crate) struct Shared {
     pub(crate) protocol: Protocol,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Arc<Holds>,
-    /// Waiters of this client parked on locks, for releases to hand off to.
-    pub(crate) handoffs: Arc<Handoffs>,
-    /// What releases use (the protocol, spent latches, hand-offs).
+    /// What releases use (the protocol, spent latches, and the waiters parked for hand-offs).
     pub(crate) releaser: Releaser,
     jobs: mpsc::UnboundedSender<Job>,
     closed: AtomicBool,
@@ -47,6 +45,11 @@ impl Shared {
         } else {
             Ok(())
         }
+    }
+
+    /// Waiters of this client parked on locks, for releases to hand off to.
+    pub(crate) fn handoffs(&self) -> &Handoffs {
+        &self.releaser.handoffs
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -157,13 +160,12 @@ impl LockClient {
         tokio::spawn(watchdog.run(tasks.clone()));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
-        let handoffs = Arc::new(Handoffs::new(config.local_handoff()));
         let releaser = Releaser {
             protocol: protocol.clone(),
             latches: latches.clone(),
             holds: holds.clone(),
             hub: hub.clone(),
-            handoffs: handoffs.clone(),
+            handoffs: Arc::new(Handoffs::new(config.local_handoff())),
             jobs: jobs.downgrade(),
         };
         tokio::spawn(release::run_release_task(releaser.clone(), rx));
@@ -182,7 +184,6 @@ impl LockClient {
                 protocol,
                 hub,
                 holds,
-                handoffs,
                 releaser,
                 jobs,
                 closed: AtomicBool::new(false),
@@ -232,7 +233,7 @@ impl LockClient {
     /// # }
     /// ```
     pub fn waiting(&self) -> usize {
-        self.shared.handoffs.parked()
+        self.shared.handoffs().parked()
     }
 
     /// How many held locks the watchdog is renewing right now.
@@ -252,7 +253,7 @@ impl LockClient {
             return;
         }
         let shared = &self.shared;
-        shared.handoffs.close();
+        shared.handoffs().close();
         let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
         for (key, field, count) in shared.holds.drain() {
             for _ in 0..count {

@@ -314,7 +314,7 @@ impl Lock {
             }
         };
 
-        let handoffs = &self.shared.handoffs;
+        let handoffs = self.shared.handoffs();
         let parked = Parked {
             lock: self,
             owner,
@@ -470,7 +470,8 @@ struct Parked<'a> {
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let lock = self.lock;
-        if let Some(Outcome::Acquired(ticket)) = lock.shared.handoffs.forget(&lock.key, &self.slot)
+        if let Some(Outcome::Acquired(ticket)) =
+            lock.shared.handoffs().forget(&lock.key, &self.slot)
         {
             tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
             drop(lock.guard(self.slot.field(), self.owner, self.slot.lease(), ticket));

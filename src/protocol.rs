@@ -147,11 +147,22 @@ impl Release {
 pub(crate) struct Protocol {
     conn: ConnectionManager,
     publish: &'static str,
+    /// The `PUBSUB` subcommand that counts the publish command's listeners.
+    numsub: &'static str,
 }
 
 impl Protocol {
     pub(crate) fn new(conn: ConnectionManager, publish: &'static str) -> Self {
-        Protocol { conn, publish }
+        let numsub = if publish == "spublish" {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        Protocol {
+            conn,
+            publish,
+            numsub,
+        }
     }
 
     /// Tries once to acquire `key` for `field` with a lease of `lease_ms`.
@@ -216,22 +227,12 @@ impl Protocol {
         unlock: UnlockArgs<'_>,
         then_acquire: Option<(&str, u64)>,
     ) -> RedisResult<Pipelined> {
-        let unlock_cmd = self.unlock_cmd(unlock);
-        let (key, channel) = (unlock.key, unlock.channel);
         let mut pipe = redis::pipe();
-        pipe.add_command(unlock_cmd.clone());
+        pipe.add_command(self.unlock_cmd(unlock));
         if let Some((waiter, lease_ms)) = then_acquire {
-            pipe.add_command(acquire_cmd(key, lease_ms, waiter));
+            pipe.add_command(acquire_cmd(unlock.key, lease_ms, waiter));
         }
-        let mut count = redis::cmd("PUBSUB");
-        count
-            .arg(if self.publish == "spublish" {
-                "SHARDNUMSUB"
-            } else {
-                "NUMSUB"
-            })
-            .arg(channel);
-        pipe.add_command(count);
+        pipe.cmd("PUBSUB").arg(self.numsub).arg(unlock.channel);
 
         let mut conn = self.conn.clone();
         let mut replies: Vec<RedisResult<Value>> =
@@ -246,7 +247,7 @@ impl Protocol {
         let release = match replies.pop().unwrap_or_else(|| Err(short_reply())) {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 UNLOCK.load_async(&mut conn).await?;
-                unlock_cmd.query_async(&mut conn).await?
+                self.unlock_cmd(unlock).query_async(&mut conn).await?
             }
             reply => Option::<i64>::from_redis_value(reply?)?,
         };
