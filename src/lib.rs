@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod blocking;
 mod client;

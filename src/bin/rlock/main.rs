@@ -46,7 +46,7 @@ struct Cli {
 /// Flags every subcommand accepts (the demo ignores those about the server).
 #[derive(Debug, Args)]
 struct Global {
-    /// Redis server URL: redis://[user:password@]host[:port][/db]. Never printed.
+    /// Redis server URL: `redis://[user:password@]host[:port][/db]`. Never printed.
     #[arg(
         long,
         global = true,
