@@ -8,7 +8,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, PublishMode};
 use crate::error::{Error, Result};
 use crate::handoff::Handoffs;
 use crate::holds::{Holds, Lease};
@@ -133,9 +133,12 @@ impl LockClient {
             .set_number_of_retries(3)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_with_config(client, manager)
+        let mut conn = ConnectionManager::new_with_config(client, manager)
             .await
             .map_err(connect_error)?;
+        if config.publish_mode().resolved() == PublishMode::SPublish {
+            require_commands(&mut conn, SHARDED_COMMANDS, SHARDED_NEEDED_BY).await?;
+        }
         let protocol = Protocol::new(conn, config.publish_mode().publish_command());
 
         let tasks = CancellationToken::new();
@@ -266,6 +269,47 @@ impl LockClient {
         let _ = flushed.await;
         shared.releaser.latches.sweep(&shared.protocol, true).await;
         shared.tasks.cancel();
+    }
+}
+
+/// What the sharded publish mode sends: unlock scripts publish with the first, waiters
+/// subscribe and leave with the others.
+const SHARDED_COMMANDS: &[&str] = &["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"];
+const SHARDED_NEEDED_BY: &str =
+    "PublishMode::SPublish (sharded pub/sub: Redis or Valkey 7.0 or newer; use PublishMode::Publish)";
+
+/// Refuses a server that lacks one of `commands` with [`Error::Unsupported`], at connect rather
+/// than on the first unlock. `COMMAND INFO` answers nil for a command the server does not know.
+/// If the ACL refuses `COMMAND` itself, the check is skipped: scripts publish before they write,
+/// so a missing command still fails an unlock with nothing changed.
+async fn require_commands(
+    conn: &mut ConnectionManager,
+    commands: &[&str],
+    needed_by: &str,
+) -> Result<()> {
+    let info: Vec<redis::Value> = match redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(commands)
+        .query_async(conn)
+        .await
+    {
+        Ok(info) => info,
+        Err(err) if err.code() == Some("NOPERM") => {
+            tracing::debug!(error = %err, "COMMAND INFO refused; commands not checked at connect");
+            return Ok(());
+        }
+        Err(err) => return Err(connect_error(err)),
+    };
+    match commands
+        .iter()
+        .zip(info.iter().chain(std::iter::repeat(&redis::Value::Nil)))
+        .find(|(_, info)| matches!(info, redis::Value::Nil))
+    {
+        Some((command, _)) => Err(Error::Unsupported {
+            command: command.to_string(),
+            needed_by: needed_by.to_string(),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -57,6 +57,17 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
 
+    /// The server lacks a command the configured mode needs (e.g. `SPUBLISH` for
+    /// [`PublishMode::SPublish`](crate::PublishMode::SPublish) on Redis 6). Refused at connect,
+    /// before any lock is touched.
+    #[error("the server has no `{command}` command, which {needed_by} needs")]
+    Unsupported {
+        /// The missing command, as Redis spells it (`SPUBLISH`).
+        command: String,
+        /// What needs it, and what to do instead.
+        needed_by: String,
+    },
+
     /// The client was shut down; no further operations are possible.
     #[error("the lock client has been shut down")]
     Shutdown,
@@ -94,6 +105,19 @@ impl Error {
     /// The caller passed an invalid argument or configuration.
     pub fn is_invalid_input(&self) -> bool {
         matches!(self, Error::InvalidArgument(_) | Error::Config(_))
+    }
+
+    /// The server lacks a command the configuration needs (see [`Error::Unsupported`]).
+    ///
+    /// ```
+    /// use redisson_lock::Error;
+    ///
+    /// let err = Error::Unsupported { command: "SPUBLISH".into(), needed_by: "sharded pub/sub".into() };
+    /// assert!(err.is_unsupported());
+    /// assert!(err.to_string().contains("SPUBLISH"));
+    /// ```
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
     }
 
     /// A network or connection failure: the operation may succeed if retried.

@@ -11,20 +11,25 @@
 --          0    one hold released, others remain (TTL reset to the lease);
 --          1    last hold released: key deleted, ARGV[1] published on KEYS[2].
 --          A re-sent request (latch present) replies the first answer and changes nothing.
+-- Every call that can fail for a reason outside the data (a publish command the server lacks
+-- or the ACL refuses) comes before the first write: Redis keeps a script's writes made before
+-- an error, so an error reply must mean nothing changed. Waiters cannot act before the script
+-- ends, so publishing before the delete wakes nobody early.
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(latched)
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local holds = redis.call('hget', KEYS[1], ARGV[3])
+if not holds then
     return nil
 end
-local remaining = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if remaining > 0 then
+if tonumber(holds) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], 0, 'px', ARGV[5])
     return 0
 end
-redis.call('del', KEYS[1])
 redis.call(ARGV[4], KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1

@@ -15,6 +15,16 @@ pub struct TlsServer {
 }
 
 impl TlsServer {
+    /// Starts a TLS server, or, if this build of `redis-server` has no TLS, says loudly that
+    /// `test` is skipped and returns `None`.
+    pub fn start_or_skip(test: &str) -> Option<TlsServer> {
+        if !super::server_info().tls {
+            super::skip(test, "this redis-server was built without TLS");
+            return None;
+        }
+        Some(Self::start())
+    }
+
     pub fn start() -> TlsServer {
         let certs = tempfile::tempdir().unwrap();
         make_certificates(certs.path());

@@ -1,0 +1,140 @@
+//! What differs between the servers of the matrix (Redis 6.2, 7.0, 7.4, Valkey 8.1): sharded
+//! pub/sub where the server has it, a clear refusal at connect where it has not, and scripts
+//! that never answer an error after a write took effect.
+
+mod support;
+
+use std::time::Duration;
+
+use redisson_lock::{Config, LockClient, PublishMode};
+use support::{server_info, RedisServer};
+use tokio::time::timeout;
+
+/// Holders here take a lease far longer than any wait in a test: a waiter that gets the lock
+/// within [`PROMPT`] was woken by the message, not by the lease running out.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// `PUBSUB SHARDNUMSUB channel`: sharded subscribers of one channel.
+fn shard_subscribers(server: &RedisServer, channel: &str) -> i64 {
+    let reply: Vec<redis::Value> = server.cmd(&["PUBSUB", "SHARDNUMSUB", channel]);
+    match reply.get(1) {
+        Some(redis::Value::Int(n)) => *n,
+        _ => 0,
+    }
+}
+
+/// Sharded pub/sub as each server can serve it: woken by the message where the server has it,
+/// refused at connect where it has not (both, across the matrix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spublish_mode_wakes_waiters_by_the_message_or_is_refused_at_connect() {
+    if server_info().sharded_pubsub {
+        a_waiter_in_spublish_mode_is_woken_by_the_sharded_message().await;
+    } else {
+        spublish_is_refused_at_connect().await;
+    }
+}
+
+/// `PublishMode::SPublish` where the server has no sharded pub/sub (Redis 6.2): refused at
+/// connect, naming the missing command, with nothing written.
+async fn spublish_is_refused_at_connect() {
+    let server = RedisServer::start();
+    let err = LockClient::with_config(server.config().with_publish_mode(PublishMode::SPublish))
+        .await
+        .unwrap_err();
+    assert!(err.is_unsupported(), "{err:?}");
+    assert!(err.to_string().contains("SPUBLISH"), "{err}");
+    assert_eq!(server.cmd::<i64>(&["DBSIZE"]), 0, "nothing written");
+    // The default mode works on the same server.
+    let client = server.client().await;
+    client
+        .lock("plain")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// `PublishMode::SPublish` where the server has sharded pub/sub: the waiter subscribes with
+/// `SSUBSCRIBE` and the unlock's `SPUBLISH` wakes it, well before the holder's lease.
+async fn a_waiter_in_spublish_mode_is_woken_by_the_sharded_message() {
+    let server = RedisServer::start();
+    let sharded = |c: Config| c.with_publish_mode(PublishMode::SPublish);
+    let holder = server.client_with(sharded).await;
+    let waiter_client = server.client_with(sharded).await;
+    let guard = holder
+        .lock("sharded")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let lock = waiter_client.lock("sharded");
+    let waiter = tokio::spawn(async move { lock.lock().await });
+    let channel = support::channel("sharded");
+    assert!(
+        support::eventually(PROMPT, || shard_subscribers(&server, &channel) == 1).await,
+        "the waiter never subscribed with SSUBSCRIBE"
+    );
+    assert_eq!(server.subscribers(&channel), 0, "no classic subscription");
+
+    let published = server.command_calls("spublish");
+    guard.unlock().await.unwrap();
+    assert_eq!(server.command_calls("spublish"), published + 1);
+    let next = timeout(PROMPT, waiter)
+        .await
+        .expect("woken by the SPUBLISH message, not by the lease")
+        .unwrap()
+        .unwrap();
+    next.unlock().await.unwrap();
+    assert_eq!(
+        server.command_calls("publish"),
+        0,
+        "nothing sent with PUBLISH"
+    );
+}
+
+/// An ACL user that may do everything but publish: the unlock and force-unlock scripts fail on
+/// their publish, which must come before their delete, so the error means nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_whose_publish_is_refused_changes_nothing() {
+    let server = RedisServer::start();
+    let _: () = server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "nopublish",
+        "reset",
+        "resetchannels",
+        "on",
+        ">pw",
+        "~*",
+        "&*",
+        "+@all",
+        "-publish",
+    ]);
+    let url = format!("redis://nopublish:pw@127.0.0.1:{}", server.port());
+    let client = LockClient::with_config(Config::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let field = |guard: &redisson_lock::LockGuard| guard.owner_field().to_string();
+
+    let guard = client
+        .lock("guarded")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let owner = field(&guard);
+    let err = guard.unlock().await.unwrap_err();
+    assert!(!err.is_not_owner(), "{err:?}");
+    let holds: Option<i64> = server.cmd(&["HGET", "guarded", &owner]);
+    assert_eq!(holds, Some(1), "the failed unlock deleted the lock: {err}");
+    assert!(server.cmd::<i64>(&["PTTL", "guarded"]) > 0);
+
+    let err = client.lock("guarded").force_unlock().await.unwrap_err();
+    assert!(!err.is_not_owner(), "{err:?}");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "guarded"]),
+        1,
+        "the failed force unlock deleted the lock: {err}"
+    );
+}
