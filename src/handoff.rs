@@ -34,7 +34,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::holds::{Holds, Lease, Ticket};
-use crate::protocol::Attempt;
+use crate::protocol::{AcquireArgs, Attempt};
+use crate::request::LatchCell;
 
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 
@@ -79,6 +80,9 @@ pub(crate) struct Slot {
     field: Arc<str>,
     lease: Lease,
     lease_ms: u64,
+    /// The waiter's acquire latch: a hand-off acquires under it, so the waiter's own re-send
+    /// after a lost answer cannot count a second hold.
+    latch: LatchCell,
     state: Mutex<SlotState>,
     ready: Notify,
 }
@@ -101,11 +105,22 @@ pub(crate) enum Outcome {
     Acquired(Ticket),
     /// Someone else holds it (the unlock did not free it).
     Held { pttl_ms: i64 },
-    /// The acquire failed; the waiter handles it as the failure of its own attempt.
-    Failed(redis::RedisError),
+    /// The acquire failed (sent at the instant given); the waiter handles it as the failure of
+    /// its own attempt, which may have acquired.
+    Failed(redis::RedisError, Instant),
     /// Nothing ran for the waiter: the release was abandoned before its write, or the
     /// server did not know the script.
     Withdrawn,
+}
+
+/// What a waiter going away leaves behind.
+#[derive(Debug)]
+pub(crate) enum Forgotten {
+    Nothing,
+    /// An answer it never read (an acquired hold there must be released by the caller).
+    Unread(Outcome),
+    /// A hand-off for it is in flight: the release that sent it settles its answer.
+    InFlight,
 }
 
 /// Where a waiter stands when it looks at its slot.
@@ -120,11 +135,12 @@ pub(crate) enum Standing {
 }
 
 impl Slot {
-    pub(crate) fn new(field: Arc<str>, lease: Lease, lease_ms: u64) -> Arc<Slot> {
+    pub(crate) fn new(field: Arc<str>, lease: Lease, lease_ms: u64, latch: LatchCell) -> Arc<Slot> {
         Arc::new(Slot {
             field,
             lease,
             lease_ms,
+            latch,
             state: Mutex::new(SlotState::Idle),
             ready: Notify::new(),
         })
@@ -201,19 +217,19 @@ impl Handoffs {
         }
     }
 
-    /// The waiter is going away: takes it out of the queue and returns an answer it never
-    /// read (an acquired hold there must be released by the caller).
-    pub(crate) fn forget(&self, key: &str, slot: &Arc<Slot>) -> Option<Outcome> {
+    /// The waiter is going away: takes it out of the queue and tells what is left to settle.
+    pub(crate) fn forget(&self, key: &str, slot: &Arc<Slot>) -> Forgotten {
         let mut table = self.table.lock();
         let mut state = slot.state.lock();
         match std::mem::replace(&mut *state, SlotState::Gone) {
             SlotState::Parked => {
                 table.unqueue(key, slot);
                 self.parked.fetch_sub(1, Ordering::Relaxed);
-                None
+                Forgotten::Nothing
             }
-            SlotState::Done(outcome) => Some(outcome),
-            _ => None,
+            SlotState::Done(outcome) => Forgotten::Unread(outcome),
+            SlotState::Taken => Forgotten::InFlight,
+            SlotState::Idle | SlotState::Gone => Forgotten::Nothing,
         }
     }
 
@@ -252,7 +268,8 @@ impl Handoffs {
             *slot.state.lock() = SlotState::Taken;
             self.parked.fetch_sub(1, Ordering::Relaxed);
             state.in_flight += 1;
-            waiter = Some(slot);
+            let latch = slot.latch.lock().clone();
+            waiter = Some((slot, latch));
         }
         Some(Offer {
             handoffs: self.clone(),
@@ -294,7 +311,8 @@ impl Table {
 pub(crate) struct Offer {
     handoffs: Arc<Handoffs>,
     key: Arc<str>,
-    waiter: Option<Arc<Slot>>,
+    /// The waiter taken, and the latch it acquires under.
+    waiter: Option<(Arc<Slot>, Arc<str>)>,
     settled: bool,
 }
 
@@ -303,12 +321,22 @@ pub(crate) struct Offer {
 pub(crate) struct Orphan {
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// Its latch, spent once the hold is released.
+    pub(crate) latch: Arc<str>,
+    /// `true`: the acquire answered that it took the hold; `false`: its answer was lost, and
+    /// the latch tells whether it did.
+    pub(crate) acquired: bool,
 }
 
 impl Offer {
-    /// The waiter to acquire for, as `(owner field, lease in ms)`; `None`: count only.
-    pub(crate) fn waiter(&self) -> Option<(&str, u64)> {
-        self.waiter.as_ref().map(|s| (&*s.field, s.lease_ms))
+    /// The acquire to send for the waiter; `None`: count only.
+    pub(crate) fn waiter(&self) -> Option<AcquireArgs<'_>> {
+        self.waiter.as_ref().map(|(s, latch)| AcquireArgs {
+            key: &self.key,
+            latch,
+            lease_ms: s.lease_ms,
+            field: &s.field,
+        })
     }
 
     /// Records the answers of the write: `listeners` (the channel's subscriber count, if it
@@ -326,14 +354,23 @@ impl Offer {
         self.settled = true;
         let mut orphan = None;
         let mut missed = false;
-        if let (Some(slot), Some(attempt)) = (&self.waiter, attempt) {
+        if let (Some((slot, latch)), Some(attempt)) = (&self.waiter, attempt) {
             let mut state = slot.state.lock();
+            let orphan_of = |acquired| Orphan {
+                field: slot.field.clone(),
+                lease_ms: slot.lease_ms,
+                latch: latch.clone(),
+                acquired,
+            };
             let outcome = match attempt {
+                // The waiter went away while its hand-off was in flight: this release settles
+                // what the acquire did.
                 Ok(Attempt::Acquired) if matches!(*state, SlotState::Gone) => {
-                    orphan = Some(Orphan {
-                        field: slot.field.clone(),
-                        lease_ms: slot.lease_ms,
-                    });
+                    orphan = Some(orphan_of(true));
+                    None
+                }
+                Err(err) if matches!(*state, SlotState::Gone) && err.kind() != NO_SCRIPT => {
+                    orphan = Some(orphan_of(false));
                     None
                 }
                 _ if matches!(*state, SlotState::Gone) => None,
@@ -346,7 +383,7 @@ impl Offer {
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
                 // A flushed script cache: nothing ran, and the waiter's own attempt loads it.
                 Err(err) if err.kind() == NO_SCRIPT => Some(Outcome::Withdrawn),
-                Err(err) => Some(Outcome::Failed(err)),
+                Err(err) => Some(Outcome::Failed(err, sent_at)),
             };
             missed = !matches!(outcome, Some(Outcome::Acquired(_)));
             if let Some(outcome) = outcome {
@@ -380,7 +417,7 @@ impl Drop for Offer {
         if self.settled {
             return;
         }
-        if let Some(slot) = &self.waiter {
+        if let Some((slot, _)) = &self.waiter {
             let mut state = slot.state.lock();
             if matches!(*state, SlotState::Taken) {
                 *state = SlotState::Done(Outcome::Withdrawn);
@@ -397,7 +434,13 @@ mod tests {
     use super::*;
 
     fn slot(field: &str) -> Arc<Slot> {
-        Slot::new(field.into(), Lease::Watchdog, 30_000)
+        let latch: Arc<str> = format!("latch-{field}").into();
+        Slot::new(
+            field.into(),
+            Lease::Watchdog,
+            30_000,
+            Arc::new(Mutex::new(latch)),
+        )
     }
 
     fn alone(handoffs: &Arc<Handoffs>, key: &Arc<str>) {
@@ -424,7 +467,11 @@ mod tests {
             "own subscription not live: count only"
         );
         let offer = handoffs.offer(&key, true).unwrap();
-        assert_eq!(offer.waiter(), Some(("u:1", 30_000)));
+        let acquire = offer.waiter().expect("hands off");
+        assert_eq!(
+            (acquire.field, acquire.lease_ms, acquire.latch),
+            ("u:1", 30_000, "latch-u:1")
+        );
         assert!(handoffs.in_flight("k"));
         assert!(matches!(handoffs.leave("k", &a), Standing::Pending));
         let holds = Holds::default();
@@ -463,7 +510,7 @@ mod tests {
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         let offer = handoffs.offer(&key, true).unwrap();
-        assert!(handoffs.forget("k", &a).is_none());
+        assert!(matches!(handoffs.forget("k", &a), Forgotten::InFlight));
         let holds = Holds::default();
         let (orphan, _) =
             offer.settle(Some(1), Some(Ok(Attempt::Acquired)), &holds, Instant::now());

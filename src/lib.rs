@@ -36,6 +36,7 @@ mod owner;
 mod protocol;
 mod pubsub;
 mod release;
+mod request;
 mod watchdog;
 
 pub use client::LockClient;

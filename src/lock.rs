@@ -11,16 +11,21 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::error::{Error, Result};
 use crate::guard::{Hold, LockGuard};
-use crate::handoff::{Outcome, Slot, Standing};
+use crate::handoff::{Forgotten, Outcome, Slot, Standing};
 use crate::holds::{Lease, Ticket, MAX_LEASE};
 use crate::names;
 use crate::owner::Owner;
 use crate::protocol::{Attempt, KeyKind};
 use crate::release::{Job, PendingAttempt, Unlock};
+use crate::request::AcquireRequest;
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
 const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
+
+/// Re-sends of one attempt whose answer was lost, before its caller hears of the error.
+const ATTEMPT_RESENDS: u32 = 3;
+const RESEND_PAUSE: Duration = Duration::from_millis(50);
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///
@@ -300,11 +305,19 @@ impl Lock {
         // attempt, made while subscribed, then does what two (before and after) would.
         let joined = channel.as_deref().and_then(|c| hub.join_live(c));
         let mut attempted = joined.is_none();
+        // Every attempt of this call sends the same latch: it holds at most once.
+        let request = AcquireRequest::new(
+            self.shared.clone(),
+            self.name.clone(),
+            self.key.clone(),
+            field.clone(),
+            lease.millis(self.shared.config.watchdog_timeout()),
+        );
         let subscription = match (joined, channel) {
             (Some(subscription), _) => subscription,
             (None, channel) => {
                 // First attempt before subscribing: the uncontended path costs one round trip.
-                if let Ok(guard) = self.attempt(&field, owner, lease).await? {
+                if let Ok(guard) = self.attempt(&request, &field, owner, lease).await? {
                     return Ok(Some(guard));
                 }
                 match channel {
@@ -318,10 +331,12 @@ impl Lock {
         let parked = Parked {
             lock: self,
             owner,
+            request: &request,
             slot: Slot::new(
                 field.clone(),
                 lease,
-                lease.millis(self.shared.config.watchdog_timeout()),
+                request.lease_ms(),
+                request.latch_cell(),
             ),
         };
         let mut failures = 0u32;
@@ -346,10 +361,17 @@ impl Lock {
                     continue;
                 }
                 Standing::Answered(Outcome::Acquired(ticket)) => {
+                    request.answered(Instant::now());
+                    request.spend();
                     return Ok(Some(self.guard(&field, owner, lease, ticket)));
                 }
-                Standing::Answered(Outcome::Held { pttl_ms }) => Some(Ok(Err(pttl_ms))),
-                Standing::Answered(Outcome::Failed(err)) => {
+                Standing::Answered(Outcome::Held { pttl_ms }) => {
+                    request.answered(Instant::now());
+                    Some(Ok(Err(pttl_ms)))
+                }
+                Standing::Answered(Outcome::Failed(err, sent_at)) => {
+                    // It may have acquired: the next attempt (same latch) finds out.
+                    request.answer_lost(sent_at);
                     attempted = true; // waiting already: retried like its own attempts
                     Some(Err(Error::from_redis(&self.name, err)))
                 }
@@ -370,7 +392,7 @@ impl Lock {
                 }
                 // Retry now that the subscription is live: an unlock published before it was
                 // confirmed would otherwise be missed.
-                None => Some(self.attempt(&field, owner, lease).await),
+                None => Some(self.attempt(&request, &field, owner, lease).await),
             };
             let pttl = match reply {
                 None => self.shared.config.watchdog_timeout().as_millis() as i64,
@@ -431,62 +453,105 @@ impl Lock {
     }
 
     /// One acquire attempt: `Ok(Ok(guard))` acquired, `Ok(Err(pttl))` held by another.
+    ///
+    /// An attempt whose answer is lost is re-sent a few times with the call's latch (exact:
+    /// at most one hold) before the error is returned; the call's [`AcquireRequest`] then
+    /// settles it. A hold whose answer comes after its lease has run out (the process froze,
+    /// Redis stalled) is released rather than handed out, and reported as free to try again.
     async fn attempt(
         &self,
+        request: &AcquireRequest,
         field: &Arc<str>,
         owner: Owner,
         lease: Lease,
     ) -> Result<std::result::Result<LockGuard, i64>> {
-        let lease_ms = lease.millis(self.shared.config.watchdog_timeout());
-        let sent_at = Instant::now();
-        let call = self.shared.protocol.acquire(&self.key, lease_ms, field);
-        let reply = InFlight {
-            attempt: Some(Box::pin(call)),
-            lock: self,
-            field,
-            lease_ms,
-        }
-        .await;
-        match reply {
-            Ok(Attempt::Acquired) => {
-                let ticket = self.shared.holds.register(&self.key, field, lease, sent_at);
-                Ok(Ok(self.guard(field, owner, lease, ticket)))
+        let mut resends = 0;
+        loop {
+            let latch = request.latch();
+            let sent_at = Instant::now();
+            let call = self.shared.protocol.acquire(request.args(&latch));
+            let reply = InFlight {
+                attempt: Some(Box::pin(call)),
+                request,
+                sent_at,
             }
-            Ok(Attempt::Held { pttl_ms }) => Ok(Err(pttl_ms)),
-            Err(err) => Err(Error::from_redis(&self.name, err)),
+            .await;
+            match reply {
+                Ok(Attempt::Acquired) => {
+                    let since = request.answered(sent_at);
+                    let lease_len = Duration::from_millis(request.lease_ms());
+                    if Instant::now() >= since + lease_len {
+                        tracing::warn!(lock = %self.name, "acquired after the lease ran out (a freeze or a stall); releasing it");
+                        request.renew_latch();
+                        self.shared.send_job(Job::Unlock(Unlock::new(
+                            self.name.clone(),
+                            self.key.clone(),
+                            field.clone(),
+                            request.lease_ms(),
+                        )));
+                        return Ok(Err(0));
+                    }
+                    let ticket = self.shared.holds.register(&self.key, field, lease, since);
+                    request.spend();
+                    return Ok(Ok(self.guard(field, owner, lease, ticket)));
+                }
+                Ok(Attempt::Held { pttl_ms }) => {
+                    request.answered(sent_at);
+                    return Ok(Err(pttl_ms));
+                }
+                Err(err) if crate::error::is_connection_error(&err) => {
+                    request.answer_lost(sent_at);
+                    if resends < ATTEMPT_RESENDS {
+                        resends += 1;
+                        tracing::debug!(lock = %self.name, error = %err, "acquire answer lost; re-sending with the same latch");
+                        tokio::time::sleep(RESEND_PAUSE * resends).await;
+                        continue;
+                    }
+                    return Err(Error::from_redis(&self.name, err));
+                }
+                Err(err) => return Err(Error::from_redis(&self.name, err)),
+            }
         }
     }
 }
 
 /// A waiter's place in the hand-off queue. Dropped (the wait is over, or its future was
 /// cancelled), it leaves the queue; a hold a hand-off acquired for it that it never read is
-/// released, like a dropped guard.
+/// released, like a dropped guard, and a hand-off still in flight settles its own answer.
 struct Parked<'a> {
     lock: &'a Lock,
     owner: Owner,
+    request: &'a AcquireRequest,
     slot: Arc<Slot>,
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let lock = self.lock;
-        if let Some(Outcome::Acquired(ticket)) =
-            lock.shared.handoffs().forget(&lock.key, &self.slot)
-        {
-            tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
-            drop(lock.guard(self.slot.field(), self.owner, self.slot.lease(), ticket));
+        match lock.shared.handoffs().forget(&lock.key, &self.slot) {
+            Forgotten::Unread(Outcome::Acquired(ticket)) => {
+                tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
+                self.request.answered(Instant::now());
+                self.request.spend();
+                drop(lock.guard(self.slot.field(), self.owner, self.slot.lease(), ticket));
+            }
+            Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),
+            Forgotten::Unread(Outcome::Held { .. }) => {
+                self.request.answered(Instant::now());
+            }
+            Forgotten::InFlight => self.request.hand_over(),
+            Forgotten::Unread(Outcome::Withdrawn) | Forgotten::Nothing => {}
         }
     }
 }
 
 /// An acquire script call in flight. Dropped before its reply, it hands the call to the
-/// background task, which awaits it and releases the hold if it was acquired: a cancelled
-/// acquire never leaves a hold without a guard.
+/// background task, which awaits it and releases the hold if it was acquired (asking the
+/// latch if the answer is lost): a cancelled acquire never leaves a hold without a guard.
 struct InFlight<'a> {
     attempt: Option<PendingAttempt>,
-    lock: &'a Lock,
-    field: &'a Arc<str>,
-    lease_ms: u64,
+    request: &'a AcquireRequest,
+    sent_at: Instant,
 }
 
 impl Future for InFlight<'_> {
@@ -503,14 +568,7 @@ impl Future for InFlight<'_> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if let Some(attempt) = self.attempt.take() {
-            let lock = self.lock;
-            let unlock = Unlock::new(
-                lock.name.clone(),
-                lock.key.clone(),
-                self.field.clone(),
-                self.lease_ms,
-            );
-            lock.shared.send_job(Job::Settle(attempt, unlock));
+            self.request.abandon(attempt, self.sent_at);
         }
     }
 }

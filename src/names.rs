@@ -54,7 +54,22 @@ pub fn unlock_latch(key: &str, request_id: &str) -> String {
     latch
 }
 
-/// A fresh unlock request id: 32 lower-case hex characters (16 random bytes).
+/// The acquire latch key for one acquire call (all its attempts share it): it marks that the
+/// call's hold was taken, so a re-sent attempt cannot take a second one. This crate's own key,
+/// in the lock's slot; Redisson never reads it.
+///
+/// ```
+/// let latch = redisson_lock::names::acquire_latch("orders", "00112233445566778899aabbccddeeff");
+/// assert_eq!(latch, "redisson_lock_acquire_latch:{orders}:00112233445566778899aabbccddeeff");
+/// ```
+pub fn acquire_latch(key: &str, request_id: &str) -> String {
+    let mut latch = prefixed("redisson_lock_acquire_latch", key);
+    latch.push(':');
+    latch.push_str(request_id);
+    latch
+}
+
+/// A fresh request id (of an unlock or an acquire call): 32 lower-case hex characters (16 random bytes).
 pub(crate) fn new_request_id() -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes: [u8; 16] = rand::random();

@@ -73,10 +73,51 @@ impl Attempt {
     }
 }
 
-/// `EVALSHA acquire 1 key lease_ms field`.
-fn acquire_cmd(key: &str, lease_ms: u64, field: &str) -> Cmd {
-    let mut cmd = evalsha(&ACQUIRE, 1, 3, key.len() + field.len() + 20);
-    cmd.arg(key).arg(lease_ms).arg(field);
+/// How long an acquire latch lives, for a hold of `lease_ms`: at least as long as the hold
+/// (a re-send while the hold may still exist must find it), at least [`LATCH_TTL_MS`], at most
+/// [`MAX_ACQUIRE_LATCH_MS`]. Re-sends stop well inside it ([`resend_deadline`]).
+pub(crate) fn acquire_latch_ttl(lease_ms: u64) -> u64 {
+    lease_ms.clamp(LATCH_TTL_MS, MAX_ACQUIRE_LATCH_MS)
+}
+
+/// The longest an acquire latch lives (for fixed leases longer than this, an acquire whose
+/// answer stays lost for an hour is given up: its hold ends with its lease).
+pub(crate) const MAX_ACQUIRE_LATCH_MS: u64 = 3_600_000;
+
+/// Until when an acquire first sent at `first_sent`, whose answer was lost, may be re-sent
+/// with its latch: one latch lifetime less a margin (a re-send after the latch is gone could
+/// count twice).
+pub(crate) fn resend_deadline(
+    first_sent: tokio::time::Instant,
+    lease_ms: u64,
+) -> tokio::time::Instant {
+    let ttl = std::time::Duration::from_millis(acquire_latch_ttl(lease_ms));
+    first_sent + ttl.mul_f64(0.75)
+}
+
+/// One acquire to send: whose, for how long, under which latch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AcquireArgs<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) latch: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) field: &'a str,
+}
+
+/// `EVALSHA acquire 2 key latch lease_ms field latch_ttl`.
+fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
+    let AcquireArgs {
+        key,
+        latch,
+        lease_ms,
+        field,
+    } = args;
+    let mut cmd = evalsha(&ACQUIRE, 2, 5, key.len() + latch.len() + field.len() + 40);
+    cmd.arg(key)
+        .arg(latch)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(acquire_latch_ttl(lease_ms));
     cmd
 }
 
@@ -165,18 +206,18 @@ impl Protocol {
         }
     }
 
-    /// Tries once to acquire `key` for `field` with a lease of `lease_ms`.
+    /// Tries once to acquire `args.key` for `args.field` with a lease of `args.lease_ms`,
+    /// idempotently per `args.latch` (a re-send after a lost reply answers `Acquired` without
+    /// a second hold if the first send acquired).
     ///
     /// The returned future owns everything it needs (`'static`), so a caller that is cancelled
     /// mid-flight can hand it to a background task to finish and undo.
     pub(crate) fn acquire(
         &self,
-        key: &str,
-        lease_ms: u64,
-        field: &str,
+        args: AcquireArgs<'_>,
     ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
         let mut conn = self.conn.clone();
-        let cmd = acquire_cmd(key, lease_ms, field);
+        let cmd = acquire_cmd(args);
         async move {
             Ok(Attempt::from_reply(
                 invoke(&ACQUIRE, &cmd, &mut conn).await?,
@@ -225,12 +266,12 @@ impl Protocol {
     pub(crate) async fn unlock_and_count(
         &self,
         unlock: UnlockArgs<'_>,
-        then_acquire: Option<(&str, u64)>,
+        then_acquire: Option<AcquireArgs<'_>>,
     ) -> RedisResult<Pipelined> {
         let mut pipe = redis::pipe();
         pipe.add_command(self.unlock_cmd(unlock));
-        if let Some((waiter, lease_ms)) = then_acquire {
-            pipe.add_command(acquire_cmd(unlock.key, lease_ms, waiter));
+        if let Some(acquire) = then_acquire {
+            pipe.add_command(acquire_cmd(acquire));
         }
         pipe.cmd("PUBSUB").arg(self.numsub).arg(unlock.channel);
 
@@ -348,6 +389,15 @@ impl Protocol {
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// Whether the acquire that wrote `latch` took its hold (the latch is written with the hold,
+    /// and outlives every re-send of that acquire).
+    pub(crate) async fn acquired(&self, latch: &str) -> RedisResult<bool> {
+        redis::cmd("EXISTS")
+            .arg(latch)
+            .query_async(&mut self.conn.clone())
+            .await
     }
 
     /// `PTTL key`: `-2` absent, `-1` no TTL, else ms left.

@@ -30,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 use crate::handoff::{Handoffs, Offer};
 use crate::holds::Holds;
 use crate::names;
-use crate::protocol::{Attempt, Protocol, Release, UnlockArgs};
+use crate::protocol::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
 use crate::pubsub::Hub;
+use crate::request::Unsettled;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
 /// well inside the latch's lifetime, so a re-send can never release twice.
@@ -215,8 +216,18 @@ impl Unlock {
                 orphan.field,
                 orphan.lease_ms,
             );
+            let job = if orphan.acquired {
+                ctx.latches.retire(orphan.latch.to_string());
+                Job::Unlock(undo)
+            } else {
+                Job::Resolve(Unsettled {
+                    unlock: undo,
+                    latch: orphan.latch,
+                    since: sent_at,
+                })
+            };
             if let Some(jobs) = ctx.jobs.upgrade() {
-                let _ = jobs.send(Job::Unlock(undo));
+                let _ = jobs.send(job);
             }
         }
         release
@@ -232,7 +243,10 @@ pub(crate) enum Job {
     /// Release one hold (a guard was dropped, or an explicit unlock was cancelled).
     Unlock(Unlock),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
-    Settle(PendingAttempt, Unlock),
+    Settle(PendingAttempt, Unsettled),
+    /// An acquire call ended with an answer lost: find out from its latch whether it took a
+    /// hold, and release that hold if it did.
+    Resolve(Unsettled),
     /// Finish an unlock with a hand-off whose caller went away (its answers must be settled).
     Finish(Pin<Box<dyn Future<Output = ()> + Send + 'static>>),
     /// Answer once every job sent before this one has finished.
@@ -254,14 +268,25 @@ pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedRec
                     let ctx = ctx.clone();
                     running.spawn(async move { release_quietly(&ctx, &unlock).await });
                 }
-                Some(Job::Settle(attempt, unlock)) => {
+                Some(Job::Settle(attempt, unsettled)) => {
                     let ctx = ctx.clone();
                     running.spawn(async move {
-                        if let Ok(Attempt::Acquired) = attempt.await {
-                            tracing::debug!(lock = %unlock.name, "releasing a hold acquired by a cancelled call");
-                            release_quietly(&ctx, &unlock).await;
+                        match attempt.await {
+                            Ok(Attempt::Acquired) => {
+                                tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
+                                release_quietly(&ctx, &unsettled.unlock).await;
+                                ctx.latches.retire(unsettled.latch.to_string());
+                            }
+                            // Found held: the latch was not there, so no send of the call
+                            // took the lock.
+                            Ok(Attempt::Held { .. }) => {}
+                            Err(_) => resolve(&ctx, unsettled).await,
                         }
                     });
+                }
+                Some(Job::Resolve(unsettled)) => {
+                    let ctx = ctx.clone();
+                    running.spawn(async move { resolve(&ctx, unsettled).await });
                 }
                 Some(Job::Finish(unlock)) => {
                     running.spawn(unlock);
@@ -271,6 +296,42 @@ pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedRec
         }
     }
     while running.join_next().await.is_some() {}
+}
+
+/// Settles an acquire whose answer was lost: asks whether its latch exists (on a connection
+/// behind any send still in flight, so the answer is final) and releases the hold if it does.
+/// Gives up when the latch could have expired: a hold the acquire took then ends with its
+/// lease, never renewed.
+async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
+    let Unsettled {
+        unlock,
+        latch,
+        since,
+    } = unsettled;
+    let deadline = resend_deadline(since, unlock.lease_ms);
+    let mut pause = RETRY_PAUSE;
+    loop {
+        match ctx.protocol.acquired(&latch).await {
+            Ok(true) => {
+                tracing::debug!(lock = %unlock.name, "an acquire whose answer was lost took the lock; releasing it");
+                release_quietly(ctx, &unlock).await;
+                ctx.latches.retire(latch.to_string());
+                return;
+            }
+            Ok(false) => return,
+            Err(err) if crate::error::is_connection_error(&err) && Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(err) => {
+                tracing::warn!(
+                    lock = %unlock.name, error = %err,
+                    "cannot tell whether an acquire whose answer was lost took the lock; such a hold ends with its lease"
+                );
+                return;
+            }
+        }
+    }
 }
 
 async fn release_quietly(ctx: &Releaser, unlock: &Unlock) {

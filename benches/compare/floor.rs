@@ -66,23 +66,47 @@ impl FloorLock {
         }
     }
 
+    /// One acquire call's latch (every attempt of the call sends it; see acquire.lua).
+    fn acquire_latch(&self) -> String {
+        let id = LATCH_SEQ.fetch_add(1, Ordering::Relaxed);
+        format!("redisson_lock_acquire_latch:{{{}}}:{id:032x}", self.key)
+    }
+
     pub(crate) async fn try_acquire(&mut self) -> Option<i64> {
-        ACQUIRE
+        let latch = self.acquire_latch();
+        self.attempt(latch).await
+    }
+
+    /// One attempt under `latch`; once acquired, the latch is deleted without waiting for
+    /// the reply (as the unlock latch is).
+    async fn attempt(&mut self, latch: String) -> Option<i64> {
+        let reply: Option<i64> = ACQUIRE
             .key(&self.key)
+            .key(&latch)
             .arg(self.lease_ms)
             .arg(&self.field)
+            .arg(self.lease_ms.max(LATCH_PX_MS))
             .invoke_async(&mut self.conn)
             .await
-            .expect("floor acquire")
+            .expect("floor acquire");
+        if reply.is_none() {
+            let mut conn = self.conn.clone();
+            tokio::spawn(async move {
+                let _: redis::RedisResult<i64> =
+                    redis::cmd("DEL").arg(latch).query_async(&mut conn).await;
+            });
+        }
+        reply
     }
 
     /// Acquires, waiting for an unlock message (or the holder's PTTL) between attempts.
     pub(crate) async fn lock(&mut self) {
         let wake = self.wake.clone();
+        let latch = self.acquire_latch();
         loop {
             let mut notified = pin!(wake.notified());
             notified.as_mut().enable();
-            match self.try_acquire().await {
+            match self.attempt(latch.clone()).await {
                 None => return,
                 Some(pttl) => {
                     let wait = Duration::from_millis(pttl.clamp(1, 1000) as u64);

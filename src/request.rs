@@ -1,0 +1,179 @@
+//! Exactly-once acquire: one acquire call's identity on the wire, and who settles it when an
+//! answer is lost.
+//!
+//! Every attempt of one acquire call (its first try, the attempts after each wake-up, a local
+//! hand-off's pipelined acquire) carries the call's **acquire latch**. The script writes the
+//! latch together with the hold and answers "acquired" without a second hold when it finds the
+//! latch, so re-sending an attempt whose reply was lost is exact: the call gets at most one
+//! hold, whichever send took it. (The unlock latch does the same for releases.)
+//!
+//! An answer lost to a cut connection or a timeout leaves the call *unanswered since* that
+//! send. The next attempt of the same call settles it; if the call ends first (an error
+//! return, a timeout, a cancelled future), the request hands itself to the release task, which
+//! asks Redis whether the latch exists and releases the hold if it does. So an error return, a
+//! retry or a cancellation never leaves a hold without a guard, and never counts one twice.
+//! Exactly one party settles a latch: the call itself, a hand-off in flight for it, or the
+//! release task.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::client::Shared;
+use crate::names;
+use crate::protocol::AcquireArgs;
+use crate::release::{Job, PendingAttempt, Unlock};
+
+/// One acquire call, as Redis sees it.
+pub(crate) struct AcquireRequest {
+    shared: Arc<Shared>,
+    name: Arc<str>,
+    key: Arc<str>,
+    field: Arc<str>,
+    lease_ms: u64,
+    latch: LatchCell,
+    state: Mutex<State>,
+}
+
+/// The call's current latch, shared with its hand-off slot (a hand-off must acquire under the
+/// latch the call uses now).
+pub(crate) type LatchCell = Arc<Mutex<Arc<str>>>;
+
+struct State {
+    /// The first send whose answer was lost, while no later answer has been read.
+    unanswered_since: Option<Instant>,
+    /// Someone else settles the latch now (a cancelled attempt's background task, or a
+    /// hand-off in flight for a waiter that went away).
+    handed_over: bool,
+}
+
+/// A lost answer to settle in the background: does the latch exist? If so, release the hold.
+pub(crate) struct Unsettled {
+    pub(crate) unlock: Unlock,
+    pub(crate) latch: Arc<str>,
+    pub(crate) since: Instant,
+}
+
+impl AcquireRequest {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        name: Arc<str>,
+        key: Arc<str>,
+        field: Arc<str>,
+        lease_ms: u64,
+    ) -> Self {
+        let latch = names::acquire_latch(&key, &names::new_request_id()).into();
+        AcquireRequest {
+            shared,
+            name,
+            key,
+            field,
+            lease_ms,
+            latch: Arc::new(Mutex::new(latch)),
+            state: Mutex::new(State {
+                unanswered_since: None,
+                handed_over: false,
+            }),
+        }
+    }
+
+    /// The call's latch (shared with a hand-off that acquires for it).
+    pub(crate) fn latch(&self) -> Arc<str> {
+        self.latch.lock().clone()
+    }
+
+    /// The latch cell, for the call's hand-off slot.
+    pub(crate) fn latch_cell(&self) -> LatchCell {
+        self.latch.clone()
+    }
+
+    /// The lease of the hold, in ms.
+    pub(crate) fn lease_ms(&self) -> u64 {
+        self.lease_ms
+    }
+
+    /// What to send for one attempt, with `latch` from [`AcquireRequest::latch`].
+    pub(crate) fn args<'a>(&'a self, latch: &'a str) -> AcquireArgs<'a> {
+        AcquireArgs {
+            key: &self.key,
+            latch,
+            lease_ms: self.lease_ms,
+            field: &self.field,
+        }
+    }
+
+    /// An attempt sent at `sent_at` got no answer: it may have acquired.
+    pub(crate) fn answer_lost(&self, sent_at: Instant) {
+        self.state.lock().unanswered_since.get_or_insert(sent_at);
+    }
+
+    /// An answer was read (the latch's state is known again). Returns the first send that may
+    /// have taken the hold, for the lease clock: the earliest unanswered send, else `sent_at`.
+    pub(crate) fn answered(&self, sent_at: Instant) -> Instant {
+        self.state.lock().unanswered_since.take().unwrap_or(sent_at)
+    }
+
+    /// The call's hold was taken and is accounted for (a guard, or a release): the latch is
+    /// spent.
+    pub(crate) fn spend(&self) {
+        self.shared
+            .releaser
+            .latches
+            .retire(self.latch().to_string());
+    }
+
+    /// The hold just taken came too late to use and is being released: later attempts of the
+    /// call need a latch of their own. Returns it.
+    pub(crate) fn renew_latch(&self) -> Arc<str> {
+        self.spend();
+        let latch: Arc<str> = names::acquire_latch(&self.key, &names::new_request_id()).into();
+        *self.latch.lock() = latch.clone();
+        latch
+    }
+
+    /// Another party settles the latch from now on.
+    pub(crate) fn hand_over(&self) {
+        self.state.lock().handed_over = true;
+    }
+
+    /// An attempt sent at `sent_at` whose caller went away before its answer: the release task
+    /// finishes it and settles the latch.
+    pub(crate) fn abandon(&self, attempt: PendingAttempt, sent_at: Instant) {
+        let since = {
+            let mut state = self.state.lock();
+            state.handed_over = true;
+            state.unanswered_since.unwrap_or(sent_at)
+        };
+        self.shared
+            .send_job(Job::Settle(attempt, self.unsettled(since)));
+    }
+
+    /// What the release task needs to settle this request's latch.
+    pub(crate) fn unsettled(&self, since: Instant) -> Unsettled {
+        Unsettled {
+            unlock: Unlock::new(
+                self.name.clone(),
+                self.key.clone(),
+                self.field.clone(),
+                self.lease_ms,
+            ),
+            latch: self.latch(),
+            since,
+        }
+    }
+}
+
+impl Drop for AcquireRequest {
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        if state.handed_over {
+            return;
+        }
+        if let Some(since) = state.unanswered_since {
+            tracing::debug!(lock = %self.name, "acquire ended with an answer lost; settling it in the background");
+            let unsettled = self.unsettled(since);
+            self.shared.send_job(Job::Resolve(unsettled));
+        }
+    }
+}

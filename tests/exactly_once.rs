@@ -1,0 +1,212 @@
+//! Exactly-once acquire: an acquire whose reply is lost (the fault proxy cuts the connection
+//! right after Redis answered) never counts a hold twice and never leaves a hold without a
+//! guard, on every path that sends an acquire.
+
+mod support;
+
+use std::time::Duration;
+
+use redisson_lock::{LockClient, Owner};
+use support::proxy::Proxy;
+use support::{eventually, RedisServer};
+use tokio::time::timeout;
+
+const LONG_LEASE: Duration = Duration::from_secs(30);
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// The SHA1 the acquire script is sent under: the pattern that picks acquires out of the
+/// traffic (with the lock's key, so other locks pass).
+fn acquire_sha() -> String {
+    redis::Script::new(include_str!("../scripts/lua/acquire.lua"))
+        .get_hash()
+        .to_string()
+}
+
+/// A client that talks to `server` through `proxy`.
+async fn client_via(server: &RedisServer, proxy: &Proxy) -> LockClient {
+    let config = redisson_lock::Config::from_url(&proxy.url())
+        .unwrap()
+        .with_watchdog_timeout(server.config().watchdog_timeout());
+    LockClient::with_config(config).await.unwrap()
+}
+
+fn holds_of(server: &RedisServer, key: &str, field: &str) -> Option<i64> {
+    server.cmd(&["HGET", key, field])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_reply_to_the_first_attempt_gives_one_guard_over_one_hold() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await;
+    support::load_scripts(&client).await;
+    let sha = acquire_sha();
+
+    for (round, name) in ["lost-lock", "lost-try"].into_iter().enumerate() {
+        proxy.cut_after_reply(&[&sha, name], 1);
+        let lock = client.lock(name);
+        let guard = if round == 0 {
+            lock.lock().await.unwrap()
+        } else {
+            lock.try_lock()
+                .await
+                .unwrap()
+                .expect("the re-sent acquire finds it acquired")
+        };
+        assert_eq!(proxy.cuts(), round + 1, "the fault fired");
+        assert_eq!(
+            holds_of(&server, name, guard.owner_field()),
+            Some(1),
+            "one guard, one hold"
+        );
+        assert!(!guard.is_lost());
+        guard.unlock().await.unwrap();
+        assert_eq!(
+            server.cmd::<i64>(&["EXISTS", name]),
+            0,
+            "freed by one unlock"
+        );
+    }
+    assert_eq!(client.held_locks(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_waiter_whose_reply_is_lost_holds_once() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let holder = server.client().await;
+    let waiter_client = client_via(&server, &proxy).await;
+    support::load_scripts(&waiter_client).await;
+
+    let guard = holder
+        .lock("woken")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let lock = waiter_client.lock("woken");
+    let waiter = tokio::spawn(async move { lock.lock().await });
+    server
+        .until_subscribers(&support::channel("woken"), 1)
+        .await;
+    assert!(eventually(PROMPT, || waiter_client.waiting() == 1).await);
+    // The waiter's next acquire is the one the unlock message wakes it for.
+    proxy.cut_after_reply(&[&acquire_sha(), "woken"], 1);
+    guard.unlock().await.unwrap();
+
+    let next = timeout(PROMPT, waiter).await.unwrap().unwrap().unwrap();
+    assert_eq!(proxy.cuts(), 1, "the fault fired");
+    assert_eq!(holds_of(&server, "woken", next.owner_field()), Some(1));
+    next.unlock().await.unwrap();
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "woken"]),
+        0,
+        "freed by one unlock"
+    );
+}
+
+/// The acquire a local hand-off pipelines behind the unlock, its reply lost: the waiter
+/// re-sends it and holds once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_whose_acquire_reply_is_lost_holds_once() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await;
+    support::load_scripts(&client).await;
+
+    // One release with waiters parked counts the listeners; the next one hands off.
+    let first = client
+        .lock("relay")
+        .lock_with_lease(LONG_LEASE)
+        .await
+        .unwrap();
+    let owners = [Owner::new(), Owner::new()];
+    let (tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+    for owner in owners {
+        let (lock, tx) = (client.lock("relay").with_owner(owner), tx.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(lock.lock_with_lease(LONG_LEASE).await.unwrap());
+        });
+    }
+    assert!(eventually(PROMPT, || client.waiting() == 2).await);
+    first.unlock().await.unwrap();
+    let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+    assert!(eventually(PROMPT, || client.waiting() == 1).await);
+
+    proxy.cut_after_reply(&[&acquire_sha(), "relay"], 1);
+    let _ = second.unlock().await; // its own answer may be lost with the write
+    let third = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
+    assert_eq!(proxy.cuts(), 1, "the fault fired");
+    assert_eq!(holds_of(&server, "relay", third.owner_field()), Some(1));
+    third.unlock().await.unwrap();
+    assert!(
+        eventually(PROMPT, || server.cmd::<i64>(&["EXISTS", "relay"]) == 0).await,
+        "freed by one unlock"
+    );
+}
+
+/// Every send of a single attempt loses its answer: the call returns the connection error, and
+/// the hold its first send took is released in the background (found through its latch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_return_leaves_nothing_held() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await;
+    support::load_scripts(&client).await;
+
+    proxy.cut_after_reply(&[&acquire_sha(), "unlucky"], 10);
+    // A long lease: only a release, not the lease, frees the lock within the test.
+    let err = client
+        .lock("unlucky")
+        .try_lock_for_with_lease(Duration::ZERO, LONG_LEASE)
+        .await
+        .unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    assert!(
+        proxy.cuts() >= 2,
+        "the first send and its re-sends all lost"
+    );
+    let armed = proxy.armed();
+    assert!(
+        eventually(PROMPT, || server.cmd::<i64>(&["EXISTS", "unlucky"]) == 0).await,
+        "the hold the lost acquire took was never released"
+    );
+    assert!(
+        eventually(PROMPT, || server
+            .cmd::<Vec<String>>(&["KEYS", "redisson_lock_acquire_latch:*"])
+            .is_empty())
+        .await,
+        "its latch was left behind"
+    );
+    assert_eq!(
+        proxy.armed(),
+        armed,
+        "the release did not re-send the acquire"
+    );
+    assert_eq!(client.held_locks(), 0);
+}
+
+/// A `lock()` future dropped while its attempt is in flight, and that attempt's answer lost:
+/// the background task learns from the latch that it acquired, and releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_whose_answer_is_lost_leaves_nothing_held() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await;
+    support::load_scripts(&client).await;
+
+    proxy.cut_after_reply(&[&acquire_sha(), "dropped"], 1);
+    proxy.set_delay(Duration::from_millis(300));
+    let call = client.lock("dropped");
+    let cancelled = timeout(Duration::from_millis(100), call.lock_with_lease(LONG_LEASE)).await;
+    assert!(cancelled.is_err(), "the call was still in flight");
+    assert!(
+        eventually(PROMPT, || proxy.cuts() == 1).await,
+        "the fault fired"
+    );
+    proxy.set_delay(Duration::ZERO);
+    assert!(
+        eventually(PROMPT, || server.cmd::<i64>(&["EXISTS", "dropped"]) == 0).await,
+        "the hold of the cancelled call was never released"
+    );
+    assert_eq!(client.held_locks(), 0);
+}
