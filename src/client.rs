@@ -151,7 +151,7 @@ impl LockClient {
         )
         .await
         .map_err(pubsub_error)?;
-        let holds = Arc::new(Holds::default());
+        let holds = Arc::new(Holds::new(config.watchdog_timeout()));
         let watchdog = Watchdog {
             holds: holds.clone(),
             protocol: protocol.clone(),

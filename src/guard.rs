@@ -56,6 +56,15 @@ pub(crate) struct Hold {
 }
 
 impl Hold {
+    /// Reads the lease clock; a hold it finds lost is renewed no more.
+    fn check_clock(&self) -> bool {
+        let lost = self.ticket.lost.check_clock(Instant::now());
+        if lost {
+            self.shared.holds.forget_lost(&self.ticket);
+        }
+        lost
+    }
+
     /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
     /// `None` if the lock was already lost.
     fn surrender(&self) -> Option<Unlock> {
@@ -121,27 +130,57 @@ impl LockGuard {
         }
     }
 
-    /// `true` once the lock-lost signal has fired.
+    /// `true` once the lock-lost signal has fired, or as soon as the hold's lease has run out
+    /// since its last confirmed send (the acquire, or a renewal confirmed by Redis): that is
+    /// read from the clock, at once, even if nothing else has run meanwhile (a process frozen
+    /// past its lease sees `true` on its first call after it resumes). A cheap check: ask it
+    /// before each write the lock protects.
     pub fn is_lost(&self) -> bool {
-        self.hold().ticket.lost.is_fired()
+        self.hold().check_clock()
     }
 
     /// Why the lock was lost, once the lock-lost signal has fired (`None` before).
     pub fn lost_reason(&self) -> Option<LostReason> {
+        self.hold().check_clock();
         self.hold().ticket.lost.reason()
     }
 
-    /// Completes when the lock is lost (see the type's docs). Never completes while the hold
-    /// is intact. The future owns its state, so it can outlive the guard.
+    /// Completes when the lock is lost (see the type's docs), at the latest when the hold's
+    /// lease runs out without a confirmed renewal (from the clock, like [`is_lost`](Self::is_lost)).
+    /// Never completes while the hold is intact. The future owns its state, so it can outlive
+    /// the guard.
     ///
     /// # Cancel safety
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        self.hold().ticket.lost.token().cancelled_owned()
+        let (holds, ticket) = (self.hold().shared.holds.clone(), self.hold().ticket.clone());
+        let lost = ticket.lost.clone();
+        let token = lost.token();
+        async move {
+            loop {
+                if lost.check_clock(Instant::now()) {
+                    holds.forget_lost(&ticket);
+                    return;
+                }
+                // The clock moves later with each confirmed renewal: look again when it runs out.
+                let deadline = lost.deadline();
+                tokio::select! {
+                    _ = token.cancelled() => return,
+                    _ = async {
+                        match deadline {
+                            Some(d) => tokio::time::sleep_until(d).await,
+                            None => std::future::pending().await,
+                        }
+                    } => {}
+                }
+            }
+        }
     }
 
     /// A cancellation token cancelled when the lock is lost, for code that already speaks
     /// `tokio_util` tokens. Cancelling it yourself does not affect the lock or other guards.
+    /// It is cancelled by the client's watchdog, or by an [`is_lost`](Self::is_lost) or
+    /// [`lost`](Self::lost) that reads the lease clock first.
     pub fn lost_token(&self) -> CancellationToken {
         self.hold().ticket.lost.token().child_token()
     }

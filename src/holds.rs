@@ -13,7 +13,7 @@
 //! 100k renewals costs a slot access each, not a hash lookup of two strings.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,11 +79,32 @@ impl std::fmt::Display for LostReason {
     }
 }
 
-/// The lock-lost signal shared by the guards of one entry: why it fired, and a cancellation
-/// token made only when a guard asks for one (most holds never do, and a token costs more
-/// memory than the rest of the entry).
+/// The lock-lost signal shared by the guards of one entry: why it fired, a cancellation token
+/// made only when a guard asks for one (most holds never do, and a token costs more memory
+/// than the rest of the entry), and the **lease clock**: the instant the hold's lease runs out
+/// unless a renewal is confirmed first. Past it the hold is lost whatever Redis says later, so
+/// a guard can tell from the clock alone, at once, even if nothing has run since (a frozen
+/// process, a starved runtime).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LostSignal(Arc<Mutex<LostState>>);
+pub(crate) struct LostSignal(Arc<LostInner>);
+
+#[derive(Debug, Default)]
+struct LostInner {
+    state: Mutex<LostState>,
+    /// The lease clock: nanoseconds after [`clock_base`] (0 = not set), and the reason it
+    /// gives when it runs out (`CLOCK_*`).
+    deadline: AtomicU64,
+    clock_reason: AtomicU8,
+}
+
+const CLOCK_UNCONFIRMED: u8 = 0;
+const CLOCK_LEASE: u8 = 1;
+
+/// The instant lease clocks count from (taken on first use).
+fn clock_base() -> Instant {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
 
 #[derive(Debug, Default)]
 struct LostState {
@@ -92,10 +113,51 @@ struct LostState {
 }
 
 impl LostSignal {
+    /// Sets the lease clock: the hold is lost at `deadline` for `reason` unless set again.
+    fn set_clock(&self, deadline: Instant, reason: LostReason) {
+        let nanos = deadline
+            .saturating_duration_since(clock_base())
+            .as_nanos()
+            .clamp(1, u64::MAX as u128) as u64;
+        let code = if reason == LostReason::LeaseExpired {
+            CLOCK_LEASE
+        } else {
+            CLOCK_UNCONFIRMED
+        };
+        self.0.clock_reason.store(code, Ordering::Relaxed);
+        self.0.deadline.store(nanos, Ordering::Release);
+    }
+
+    /// When the lease clock runs out (`None` if it was never set).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match self.0.deadline.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(clock_base() + Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// Fires the signal if the lease clock has run out at `now`; returns whether it has fired.
+    pub(crate) fn check_clock(&self, now: Instant) -> bool {
+        if self.is_fired() {
+            return true;
+        }
+        match self.deadline() {
+            Some(deadline) if now >= deadline => {
+                let reason = match self.0.clock_reason.load(Ordering::Relaxed) {
+                    CLOCK_LEASE => LostReason::LeaseExpired,
+                    _ => LostReason::Unconfirmed,
+                };
+                self.fire(reason);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Fires the signal; the first reason given sticks.
     pub(crate) fn fire(&self, reason: LostReason) {
         let token = {
-            let mut state = self.0.lock();
+            let mut state = self.0.state.lock();
             if state.reason.is_some() {
                 return;
             }
@@ -108,16 +170,16 @@ impl LostSignal {
     }
 
     pub(crate) fn is_fired(&self) -> bool {
-        self.0.lock().reason.is_some()
+        self.0.state.lock().reason.is_some()
     }
 
     pub(crate) fn reason(&self) -> Option<LostReason> {
-        self.0.lock().reason
+        self.0.state.lock().reason
     }
 
     /// The signal's token (made on first use), cancelled once the signal fires.
     pub(crate) fn token(&self) -> CancellationToken {
-        let mut state = self.0.lock();
+        let mut state = self.0.state.lock();
         let token = state
             .token
             .get_or_insert_with(CancellationToken::new)
@@ -149,6 +211,20 @@ struct Entry {
 impl Entry {
     fn holds(&self) -> u32 {
         self.watchdog_holds + self.lease_holds
+    }
+
+    /// Sets the lease clock from what is known now: a watchdog hold lives a lease past its
+    /// last confirmed renewal, a fixed lease until its deadline (the later of the two counts
+    /// when both kinds are held).
+    fn update_clock(&self, watchdog_lease: Duration) {
+        let renewed = (self.watchdog_holds > 0).then(|| self.last_confirmed + watchdog_lease);
+        let fixed = self.lease_deadline.filter(|_| self.lease_holds > 0);
+        match (renewed, fixed) {
+            (Some(r), Some(f)) if f > r => self.lost.set_clock(f, LostReason::LeaseExpired),
+            (Some(r), _) => self.lost.set_clock(r, LostReason::Unconfirmed),
+            (None, Some(f)) => self.lost.set_clock(f, LostReason::LeaseExpired),
+            (None, None) => {}
+        }
     }
 }
 
@@ -276,15 +352,31 @@ pub(crate) struct Renewal {
 }
 
 /// The registry of held locks.
-#[derive(Default)]
 pub(crate) struct Holds {
     entries: Mutex<Table>,
     next_id: AtomicU64,
+    /// The watchdog lease: how long a watchdog hold lives past its last confirmed renewal.
+    watchdog_lease: Duration,
     /// Signalled when a lease deadline may have moved earlier.
     pub(crate) changed: Notify,
 }
 
+impl Default for Holds {
+    fn default() -> Self {
+        Holds::new(Duration::from_secs(30))
+    }
+}
+
 impl Holds {
+    pub(crate) fn new(watchdog_lease: Duration) -> Self {
+        Holds {
+            entries: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            watchdog_lease,
+            changed: Notify::new(),
+        }
+    }
+
     /// Records one more hold of `key` by `field`, acquired with `lease` by a request sent at
     /// `sent_at`.
     pub(crate) fn register(
@@ -322,6 +414,7 @@ impl Holds {
                 self.changed.notify_one();
             }
         }
+        entry.update_clock(self.watchdog_lease);
         Ticket {
             slot,
             entry_id: entry.id,
@@ -335,7 +428,7 @@ impl Holds {
         let Some(entry) = entries.slot_mut(ticket.slot, ticket.entry_id) else {
             return Surrender::Lost;
         };
-        if entry.lost.is_fired() {
+        if entry.lost.check_clock(Instant::now()) {
             return Surrender::Lost;
         }
         match lease {
@@ -345,8 +438,22 @@ impl Holds {
         let last = entry.holds() == 0;
         if last {
             entries.remove(ticket.slot, ticket.entry_id);
+        } else {
+            entry.update_clock(self.watchdog_lease);
         }
         Surrender::Live { last }
+    }
+
+    /// Forgets the entry of `ticket` if its signal has fired (the lease clock ran out before
+    /// the watchdog noticed): renewal of a hold declared lost stops at once.
+    pub(crate) fn forget_lost(&self, ticket: &Ticket) {
+        let mut entries = self.entries.lock();
+        if entries
+            .slot_mut(ticket.slot, ticket.entry_id)
+            .is_some_and(|e| e.lost.is_fired())
+        {
+            entries.remove(ticket.slot, ticket.entry_id);
+        }
     }
 
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
@@ -354,6 +461,7 @@ impl Holds {
         if let Lease::Fixed(d) = lease {
             if let Some(entry) = self.entries.lock().slot_mut(ticket.slot, ticket.entry_id) {
                 entry.lease_deadline = Some(sent_at + d);
+                entry.update_clock(self.watchdog_lease);
             }
         }
     }
@@ -409,7 +517,8 @@ impl Holds {
         let entries = self.entries.lock();
         let mut snapshot = Vec::with_capacity(entries.len);
         for (slot, entry) in entries.occupied() {
-            if entry.watchdog_holds > 0 {
+            // (A hold its guard found lost by the clock is never renewed again.)
+            if entry.watchdog_holds > 0 && !entry.lost.is_fired() {
                 snapshot.push(Renewal {
                     key: entry.key.clone(),
                     field: entry.field.clone(),
@@ -436,6 +545,7 @@ impl Holds {
                 if let Some(entry) = entries.slot_mut(renewal.slot, renewal.id) {
                     if entry.last_confirmed < sent_at {
                         entry.last_confirmed = sent_at;
+                        entry.update_clock(self.watchdog_lease);
                     }
                 }
             } else if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
@@ -612,6 +722,32 @@ mod tests {
         assert!(!t.lost.is_fired());
         assert_eq!(holds.expire_leases(t0 + Duration::from_secs(5)).len(), 1);
         assert_eq!(t.lost.reason(), Some(LostReason::LeaseExpired));
+    }
+
+    #[test]
+    fn the_lease_clock_loses_a_hold_a_lease_after_its_last_confirmation() {
+        let holds = Holds::new(Duration::from_secs(30));
+        let t0 = Instant::now();
+        let watchdog = register(&holds, "k", "u:1", Lease::Watchdog, t0);
+        assert!(!watchdog.lost.check_clock(t0 + Duration::from_secs(29)));
+        let batch = holds.renewal_snapshot();
+        holds.settle(&batch, vec![true], t0 + Duration::from_secs(10));
+        assert!(
+            !watchdog.lost.check_clock(t0 + Duration::from_secs(39)),
+            "a confirmed renewal moves the clock"
+        );
+        assert!(watchdog.lost.check_clock(t0 + Duration::from_secs(40)));
+        assert_eq!(watchdog.lost.reason(), Some(LostReason::Unconfirmed));
+        assert_eq!(
+            holds.surrender(&watchdog, Lease::Watchdog),
+            Surrender::Lost,
+            "nothing to release once the clock says lost"
+        );
+
+        let fixed = register(&holds, "j", "u:1", Lease::Fixed(Duration::from_secs(5)), t0);
+        assert!(!fixed.lost.check_clock(t0 + Duration::from_millis(4999)));
+        assert!(fixed.lost.check_clock(t0 + Duration::from_secs(5)));
+        assert_eq!(fixed.lost.reason(), Some(LostReason::LeaseExpired));
     }
 
     #[test]

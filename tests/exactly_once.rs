@@ -210,3 +210,60 @@ async fn a_cancelled_acquire_whose_answer_is_lost_leaves_nothing_held() {
     );
     assert_eq!(client.held_locks(), 0);
 }
+
+/// The runtime frozen past the lease (its only thread blocked: nothing, not the watchdog,
+/// runs): on the first look after it resumes, the guard says lost, from the clock alone.
+#[tokio::test(flavor = "current_thread")]
+async fn a_holder_frozen_past_its_lease_knows_at_once() {
+    use futures::FutureExt;
+
+    let server = RedisServer::start();
+    let client = server.client().await; // 1.5 s watchdog lease
+    let guard = client.lock("frozen").lock().await.unwrap();
+    let lease = client.config().watchdog_timeout();
+    std::thread::sleep(lease + Duration::from_millis(300)); // the freeze
+    assert!(
+        guard.is_lost(),
+        "not lost on the first look after the freeze"
+    );
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redisson_lock::LostReason::Unconfirmed)
+    );
+    assert!(
+        guard.lost().now_or_never().is_some(),
+        "lost() is ready at once"
+    );
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+}
+
+/// An acquire whose answer arrives after its lease has run out (the reply held up longer than
+/// the lease): no healthy guard is handed out, and the late hold does not linger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_answered_after_its_lease_is_not_handed_out_healthy() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await;
+    support::load_scripts(&client).await;
+
+    let lease = Duration::from_millis(200);
+    proxy.set_delay(Duration::from_millis(150)); // each way: answers come after 300 ms
+    let got = client
+        .lock("late")
+        .try_lock_for_with_lease(Duration::from_millis(500), lease)
+        .await
+        .unwrap();
+    proxy.set_delay(Duration::ZERO);
+    if let Some(guard) = &got {
+        assert!(guard.is_lost(), "a stale guard was handed out as healthy");
+    }
+    assert!(
+        eventually(PROMPT, || server.cmd::<i64>(&["EXISTS", "late"]) == 0).await,
+        "the late hold lingers"
+    );
+    drop(got);
+    assert!(
+        eventually(PROMPT, || client.held_locks() == 0).await,
+        "nothing stays registered"
+    );
+}
