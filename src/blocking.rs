@@ -219,6 +219,54 @@ impl Lock {
         Ok(g.map(|g| self.guard(g)))
     }
 
+    /// Runs `body` under the lock: acquires it (blocking until acquired, watchdog-renewed),
+    /// calls `body` with the guard, and releases the lock when `body` returns.
+    ///
+    /// Unlike [`crate::Lock::with_lock`], a running closure cannot be stopped from outside:
+    /// if the lock is lost while it runs, it runs on to its end, and then the call returns
+    /// [`Error::LockLost`](crate::Error::LockLost) (its output is discarded: its effects were
+    /// not protected by the lock). Check `guard.is_lost()` before each write the lock
+    /// protects (a cheap check that reads the lease clock) to stop early.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_lock::blocking::LockClient) -> redisson_lock::Result<()> {
+    /// let total = client.lock("ledger").with_lock(|guard| {
+    ///     let mut total = 0;
+    ///     for entry in [1, 2, 3] {
+    ///         if guard.is_lost() {
+    ///             break; // the call returns Error::LockLost
+    ///         }
+    ///         total += entry; // a write the lock protects
+    ///     }
+    ///     total
+    /// })?;
+    /// # let _ = total; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::Lock::with_lock`].
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn with_lock<T>(&self, body: impl FnOnce(&LockGuard) -> T) -> Result<T> {
+        let guard = self.lock()?;
+        let output = body(&guard);
+        if guard.is_lost() {
+            return Err(crate::Error::LockLost {
+                lock: self.inner.name().to_string(),
+                owner: guard.owner_field().to_string(),
+            });
+        }
+        match guard.unlock() {
+            Ok(()) => Ok(output),
+            Err(err) if err.is_connection() => {
+                tracing::warn!(lock = %self.inner.name(), error = %err, "unlock after with_lock failed; the lock ends with its lease");
+                Ok(output)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
     /// Deletes the lock whoever holds it. See [`crate::Lock::force_unlock`].
     pub fn force_unlock(&self) -> Result<bool> {
         self.run(|l| async move { l.force_unlock().await })

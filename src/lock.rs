@@ -210,6 +210,61 @@ impl Lock {
         self.acquire(Some(wait), lease).await
     }
 
+    /// Runs `body` under the lock, the safe way to use a lock in one call: acquires it
+    /// (waiting as long as it takes, watchdog-renewed, like [`Lock::lock`]), runs the body
+    /// raced against the lock-lost signal, and releases the lock when the body is done.
+    ///
+    /// If the lock is lost while the body runs (renewal found it gone, a whole lease passed
+    /// unconfirmed, or the process was frozen past its lease), the body's future is dropped at
+    /// once, so its work stops at its next await point, and the call returns
+    /// [`Error::LockLost`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// # async fn charge(_order: u32) -> u32 { 0 }
+    /// let receipt = client.lock("orders:42").with_lock(|| async {
+    ///     charge(42).await // only ever runs while the lock is held
+    /// }).await?;
+    /// # let _ = receipt; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Lock::lock`] for the acquire; [`Error::LockLost`] if the lock was lost while the
+    /// body ran, or [`Error::NotOwner`] if the final unlock found it gone (the body may have
+    /// run partly without the lock: treat its effects as unprotected). A connection error on
+    /// the final unlock is not an error of the body's: it is logged and the body's output
+    /// returned (the lock then ends with its lease, never renewed).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops the body and releases the lock in the
+    /// background, as dropping a guard does.
+    pub async fn with_lock<F, Fut, T>(&self, body: F) -> Result<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.lock().await?;
+        let output = tokio::select! {
+            biased;
+            _ = guard.lost() => None,
+            output = body() => Some(output),
+        };
+        match output {
+            None => Err(Error::LockLost {
+                lock: self.name.to_string(),
+                owner: guard.owner_field().to_string(),
+            }),
+            Some(output) => match guard.unlock().await {
+                Ok(()) => Ok(output),
+                Err(err) if err.is_connection() => {
+                    tracing::warn!(lock = %self.name, error = %err, "unlock after with_lock failed; the lock ends with its lease");
+                    Ok(output)
+                }
+                Err(err) => Err(err),
+            },
+        }
+    }
+
     /// Deletes the lock whoever holds it and wakes its waiters; `true` if it was held.
     /// Holders find out at their next renewal (their lock-lost signal fires).
     ///

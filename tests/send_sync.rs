@@ -37,6 +37,10 @@ async fn futures_are_send(client: LockClient, lock: Lock, guard: LockGuard) {
     is_send(&lock.hold_count());
     is_send(&lock.remaining_lease());
     is_send(&Owner::new().scope(lock.lock()));
+    is_send(&lock.with_lock(|| async { 1 }));
+    is_send(&lock.is_held_by(Owner::new()));
+    is_send(&lock.hold_count_of(Owner::new()));
+    is_send(&lock.is_held_by_current());
     is_send(&guard.lost());
     is_send(&guard.unlock());
 }
