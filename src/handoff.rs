@@ -177,6 +177,11 @@ impl Handoffs {
         self.closed.store(true, Ordering::Release);
     }
 
+    /// Whether the client is shutting down.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Parks an idle waiter on `key` until a release takes it or it [`leave`](Self::leave)s.
     /// Only a waiter whose subscription is `confirmed` is queued for hand-offs (the counts
     /// that allow them must include it); others, and all with hand-off off, are only counted.

@@ -555,7 +555,10 @@ impl Lock {
                     return Ok(Err(pttl_ms));
                 }
                 Err(err) if crate::error::is_connection_error(&err) => {
-                    request.answer_lost(sent_at);
+                    // A refused connection never carried the command: nothing to settle.
+                    if !err.is_connection_refusal() {
+                        request.answer_lost(sent_at);
+                    }
                     if resends < ATTEMPT_RESENDS {
                         resends += 1;
                         tracing::debug!(lock = %self.name, error = %err, "acquire answer lost; re-sending with the same latch");

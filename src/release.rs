@@ -319,7 +319,12 @@ async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
                 return;
             }
             Ok(false) => return,
-            Err(err) if crate::error::is_connection_error(&err) && Instant::now() < deadline => {
+            // (At shutdown, with Redis unreachable, waiting on would hold up `shutdown()`.)
+            Err(err)
+                if crate::error::is_connection_error(&err)
+                    && Instant::now() < deadline
+                    && !ctx.handoffs.is_closed() =>
+            {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
