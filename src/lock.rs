@@ -16,7 +16,7 @@ use crate::holds::{Lease, Ticket, MAX_LEASE};
 use crate::names;
 use crate::owner::Owner;
 use crate::protocol::{Attempt, KeyKind};
-use crate::release::{Job, PendingAttempt, Unlock};
+use crate::release::PendingAttempt;
 use crate::request::AcquireRequest;
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
@@ -416,7 +416,6 @@ impl Lock {
                     continue;
                 }
                 Standing::Answered(Outcome::Acquired(ticket)) => {
-                    request.answered(Instant::now());
                     request.spend();
                     return Ok(Some(self.guard(&field, owner, lease, ticket)));
                 }
@@ -537,13 +536,7 @@ impl Lock {
                     let lease_len = Duration::from_millis(request.lease_ms());
                     if Instant::now() >= since + lease_len {
                         tracing::warn!(lock = %self.name, "acquired after the lease ran out (a freeze or a stall); releasing it");
-                        request.renew_latch();
-                        self.shared.send_job(Job::Unlock(Unlock::new(
-                            self.name.clone(),
-                            self.key.clone(),
-                            field.clone(),
-                            request.lease_ms(),
-                        )));
+                        request.release_late_hold();
                         return Ok(Err(0));
                     }
                     let ticket = self.shared.holds.register(&self.key, field, lease, since);
@@ -589,7 +582,6 @@ impl Drop for Parked<'_> {
         match lock.shared.handoffs().forget(&lock.key, &self.slot) {
             Forgotten::Unread(Outcome::Acquired(ticket)) => {
                 tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
-                self.request.answered(Instant::now());
                 self.request.spend();
                 drop(lock.guard(self.slot.field(), self.owner, self.slot.lease(), ticket));
             }

@@ -274,8 +274,7 @@ pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedRec
                         match attempt.await {
                             Ok(Attempt::Acquired) => {
                                 tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
-                                release_quietly(&ctx, &unsettled.unlock).await;
-                                ctx.latches.retire(unsettled.latch.to_string());
+                                undo(&ctx, &unsettled).await;
                             }
                             // Found held: the latch was not there, so no send of the call
                             // took the lock.
@@ -303,19 +302,13 @@ pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedRec
 /// Gives up when the latch could have expired: a hold the acquire took then ends with its
 /// lease, never renewed.
 async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
-    let Unsettled {
-        unlock,
-        latch,
-        since,
-    } = unsettled;
-    let deadline = resend_deadline(since, unlock.lease_ms);
+    let deadline = resend_deadline(unsettled.since, unsettled.unlock.lease_ms);
     let mut pause = RETRY_PAUSE;
     loop {
-        match ctx.protocol.acquired(&latch).await {
+        match ctx.protocol.acquired(&unsettled.latch).await {
             Ok(true) => {
-                tracing::debug!(lock = %unlock.name, "an acquire whose answer was lost took the lock; releasing it");
-                release_quietly(ctx, &unlock).await;
-                ctx.latches.retire(latch.to_string());
+                tracing::debug!(lock = %unsettled.unlock.name, "an acquire whose answer was lost took the lock; releasing it");
+                undo(ctx, &unsettled).await;
                 return;
             }
             Ok(false) => return,
@@ -330,13 +323,19 @@ async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
             }
             Err(err) => {
                 tracing::warn!(
-                    lock = %unlock.name, error = %err,
+                    lock = %unsettled.unlock.name, error = %err,
                     "cannot tell whether an acquire whose answer was lost took the lock; such a hold ends with its lease"
                 );
                 return;
             }
         }
     }
+}
+
+/// Releases the hold an acquire took for a caller that is gone, and spends its latch.
+async fn undo(ctx: &Releaser, unsettled: &Unsettled) {
+    release_quietly(ctx, &unsettled.unlock).await;
+    ctx.latches.retire(unsettled.latch.to_string());
 }
 
 async fn release_quietly(ctx: &Releaser, unlock: &Unlock) {

@@ -63,7 +63,7 @@ impl AcquireRequest {
         field: Arc<str>,
         lease_ms: u64,
     ) -> Self {
-        let latch = names::acquire_latch(&key, &names::new_request_id()).into();
+        let latch = fresh_latch(&key);
         AcquireRequest {
             shared,
             name,
@@ -114,22 +114,22 @@ impl AcquireRequest {
         self.state.lock().unanswered_since.take().unwrap_or(sent_at)
     }
 
-    /// The call's hold was taken and is accounted for (a guard, or a release): the latch is
-    /// spent.
+    /// The call's hold was taken and is accounted for (a guard, or a release): its answer is
+    /// known and the latch is spent.
     pub(crate) fn spend(&self) {
+        self.state.lock().unanswered_since = None;
         self.shared
             .releaser
             .latches
             .retire(self.latch().to_string());
     }
 
-    /// The hold just taken came too late to use and is being released: later attempts of the
-    /// call need a latch of their own. Returns it.
-    pub(crate) fn renew_latch(&self) -> Arc<str> {
+    /// The hold just taken came too late to use: releases it, and gives later attempts of the
+    /// call a latch of their own.
+    pub(crate) fn release_late_hold(&self) {
         self.spend();
-        let latch: Arc<str> = names::acquire_latch(&self.key, &names::new_request_id()).into();
-        *self.latch.lock() = latch.clone();
-        latch
+        *self.latch.lock() = fresh_latch(&self.key);
+        self.shared.send_job(Job::Unlock(self.unlock()));
     }
 
     /// Another party settles the latch from now on.
@@ -149,19 +149,28 @@ impl AcquireRequest {
             .send_job(Job::Settle(attempt, self.unsettled(since)));
     }
 
+    /// The release of one hold of this call's owner.
+    fn unlock(&self) -> Unlock {
+        Unlock::new(
+            self.name.clone(),
+            self.key.clone(),
+            self.field.clone(),
+            self.lease_ms,
+        )
+    }
+
     /// What the release task needs to settle this request's latch.
-    pub(crate) fn unsettled(&self, since: Instant) -> Unsettled {
+    fn unsettled(&self, since: Instant) -> Unsettled {
         Unsettled {
-            unlock: Unlock::new(
-                self.name.clone(),
-                self.key.clone(),
-                self.field.clone(),
-                self.lease_ms,
-            ),
+            unlock: self.unlock(),
             latch: self.latch(),
             since,
         }
     }
+}
+
+fn fresh_latch(key: &str) -> Arc<str> {
+    names::acquire_latch(key, &names::new_request_id()).into()
 }
 
 impl Drop for AcquireRequest {
