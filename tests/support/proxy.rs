@@ -152,59 +152,60 @@ async fn relay(state: Arc<State>, client: TcpStream, server: TcpStream, token: C
 
 type Line = Arc<Mutex<VecDeque<bool>>>;
 
-/// Client to server, a chunk of complete commands at a time, each noted in `line`.
-async fn upstream(
-    state: &State,
-    line: &Line,
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
-) -> Option<()> {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let n = from.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
-        buf.extend_from_slice(&chunk[..n]);
-        let mut complete = 0;
-        while let Some(len) = frame_len(&buf[complete..]) {
-            let frame = &buf[complete..complete + len];
-            if !is_push_answered(frame) {
-                line.lock().push_back(state.take_rule(frame));
-            }
-            complete += len;
+/// Client to server: every command is noted in `line` (does its reply cut the connection?).
+async fn upstream(state: &State, line: &Line, from: OwnedReadHalf, to: OwnedWriteHalf) {
+    forward_frames(state, from, to, |frame| {
+        if !is_push_answered(frame) {
+            line.lock().push_back(state.take_rule(frame));
         }
-        state.pause().await;
-        to.write_all(&buf[..complete]).await.ok()?;
-        buf.drain(..complete);
+        false
+    })
+    .await;
+}
+
+/// Server to client: stops (cutting the connection) before forwarding a reply whose command
+/// armed a cut. Push frames are not replies.
+async fn downstream(state: &State, line: &Line, from: OwnedReadHalf, to: OwnedWriteHalf) {
+    let cut = forward_frames(state, from, to, |frame| {
+        frame[0] != b'>' && line.lock().pop_front() == Some(true)
+    })
+    .await;
+    if cut {
+        state.cuts.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-/// Server to client, a chunk of complete frames at a time; stops (cutting the connection)
-/// before forwarding a reply whose command armed a cut.
-async fn downstream(
+/// Forwards complete RESP frames, a read's worth at a time, until the connection ends (then
+/// `false`) or `cut_before` picks a frame: everything before it is forwarded, it and the rest
+/// are not (then `true`).
+async fn forward_frames(
     state: &State,
-    line: &Line,
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-) -> Option<()> {
+    mut cut_before: impl FnMut(&[u8]) -> bool,
+) -> bool {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let n = from.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        let Some(n) = from.read(&mut chunk).await.ok().filter(|&n| n > 0) else {
+            return false;
+        };
         buf.extend_from_slice(&chunk[..n]);
         let mut complete = 0;
         let mut cut = false;
         while let Some(len) = frame_len(&buf[complete..]) {
-            if buf[complete] != b'>' && line.lock().pop_front() == Some(true) {
+            if cut_before(&buf[complete..complete + len]) {
                 cut = true;
                 break;
             }
             complete += len;
         }
         state.pause().await;
-        to.write_all(&buf[..complete]).await.ok()?;
+        if to.write_all(&buf[..complete]).await.is_err() {
+            return false;
+        }
         if cut {
-            state.cuts.fetch_add(1, Ordering::SeqCst);
-            return None;
+            return true;
         }
         buf.drain(..complete);
     }
