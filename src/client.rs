@@ -35,8 +35,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Hands work to the release task; never blocks (safe in `Drop`).
     pub(crate) fn send_job(&self, job: Job) {
-        // After shutdown the task is gone: the hold then ends with its lease.
-        let _ = self.jobs.send(job);
+        self.releaser.send_on(&self.jobs, job);
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -152,15 +151,6 @@ impl LockClient {
         .await
         .map_err(pubsub_error)?;
         let holds = Arc::new(Holds::new(config.watchdog_timeout()));
-        let watchdog = Watchdog {
-            holds: holds.clone(),
-            protocol: protocol.clone(),
-            hub: hub.clone(),
-            lease: config.watchdog_timeout(),
-            interval: config.renewal_interval(),
-            batch_size: config.renewal_batch_size(),
-        };
-        tokio::spawn(watchdog.run(tasks.clone()));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
         let releaser = Releaser {
@@ -170,7 +160,20 @@ impl LockClient {
             hub: hub.clone(),
             handoffs: Arc::new(Handoffs::new(config.local_handoff())),
             jobs: jobs.downgrade(),
+            pending: Arc::default(),
+            key_prefix: config.key_prefix().into(),
+            watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
         };
+        let watchdog = Watchdog {
+            holds: holds.clone(),
+            protocol: protocol.clone(),
+            hub: hub.clone(),
+            releaser: releaser.clone(),
+            lease: config.watchdog_timeout(),
+            interval: config.renewal_interval(),
+            batch_size: config.renewal_batch_size(),
+        };
+        tokio::spawn(watchdog.run(tasks.clone()));
         tokio::spawn(release::run_release_task(releaser.clone(), rx));
         tokio::spawn(release::run_latch_sweeper(
             protocol.clone(),
@@ -260,14 +263,20 @@ impl LockClient {
         let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
         for (key, field, count) in shared.holds.drain() {
             for _ in 0..count {
-                let unlock = Unlock::new(key.clone(), key.clone(), field.clone(), lease_ms);
+                let name = key.strip_prefix(shared.config.key_prefix()).unwrap_or(&key);
+                let unlock = Unlock::new(name.into(), key.clone(), field.clone(), lease_ms);
                 shared.send_job(Job::Unlock(unlock));
             }
         }
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
         let _ = flushed.await;
-        shared.releaser.latches.sweep(&shared.protocol, true).await;
+        // The sweeper's last sweep may have met the fault that made this shutdown: try again.
+        for _ in 0..3 {
+            if shared.releaser.latches.sweep(&shared.protocol).await {
+                break;
+            }
+        }
         shared.tasks.cancel();
     }
 }

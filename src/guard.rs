@@ -60,7 +60,7 @@ impl Hold {
     fn check_clock(&self) -> bool {
         let lost = self.ticket.lost.check_clock(Instant::now());
         if lost {
-            self.shared.holds.forget_lost(&self.ticket);
+            self.shared.releaser.forget_lost(&self.ticket);
         }
         lost
     }
@@ -69,7 +69,12 @@ impl Hold {
     /// `None` if the lock was already lost.
     fn surrender(&self) -> Option<Unlock> {
         match self.shared.holds.surrender(&self.ticket, self.lease) {
-            Surrender::Lost => None,
+            Surrender::Lost(lost) => {
+                if let Some(lost) = lost {
+                    self.shared.releaser.release_lost(&lost);
+                }
+                None
+            }
             Surrender::Live { last } => Some(
                 Unlock::new(
                     self.name.clone(),
@@ -153,13 +158,16 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let (holds, ticket) = (self.hold().shared.holds.clone(), self.hold().ticket.clone());
+        let (releaser, ticket) = (
+            self.hold().shared.releaser.clone(),
+            self.hold().ticket.clone(),
+        );
         let lost = ticket.lost.clone();
         let token = lost.token();
         async move {
             loop {
                 if lost.check_clock(Instant::now()) {
-                    holds.forget_lost(&ticket);
+                    releaser.forget_lost(&ticket);
                     return;
                 }
                 // The clock moves later with each confirmed renewal: look again when it runs out.
@@ -223,6 +231,7 @@ impl LockGuard {
                 let ctx = shared.releaser.clone();
                 Finishing {
                     shared,
+                    hold: (hold.key.clone(), hold.field.clone()),
                     release: Some(Box::pin(async move { unlock.run(&ctx, Some(offer)).await })),
                 }
                 .await
@@ -275,6 +284,7 @@ type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instan
 /// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
 struct Finishing<'a> {
     shared: &'a Shared,
+    hold: crate::release::HoldKey,
     release: Option<Releasing>,
 }
 
@@ -292,9 +302,12 @@ impl Future for Finishing<'_> {
 impl Drop for Finishing<'_> {
     fn drop(&mut self) {
         if let Some(release) = self.release.take() {
-            self.shared.send_job(Job::Finish(Box::pin(async move {
-                let _ = release.await;
-            })));
+            self.shared.send_job(Job::Finish(
+                self.hold.clone(),
+                Box::pin(async move {
+                    let _ = release.await;
+                }),
+            ));
         }
     }
 }

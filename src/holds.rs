@@ -141,17 +141,22 @@ impl LostSignal {
         if self.is_fired() {
             return true;
         }
-        match self.deadline() {
-            Some(deadline) if now >= deadline => {
-                let reason = match self.0.clock_reason.load(Ordering::Relaxed) {
-                    CLOCK_LEASE => LostReason::LeaseExpired,
-                    _ => LostReason::Unconfirmed,
-                };
+        match self.clock_ran_out(now) {
+            Some(reason) => {
                 self.fire(reason);
                 true
             }
-            _ => false,
+            None => false,
         }
+    }
+
+    /// Why the lease clock has run out at `now`, if it has (fires nothing).
+    fn clock_ran_out(&self, now: Instant) -> Option<LostReason> {
+        let deadline = self.deadline()?;
+        (now >= deadline).then(|| match self.0.clock_reason.load(Ordering::Relaxed) {
+            CLOCK_LEASE => LostReason::LeaseExpired,
+            _ => LostReason::Unconfirmed,
+        })
     }
 
     /// Fires the signal; the first reason given sticks.
@@ -237,13 +242,56 @@ pub(crate) struct Ticket {
 }
 
 /// What became of a hold when its guard gave it up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Surrender {
     /// The hold was live: the caller must now release it in Redis. `last`: it was the
     /// owner's last hold, so the unlock frees the lock.
     Live { last: bool },
-    /// The lock had already been lost: there is nothing to release.
-    Lost,
+    /// The lock had already been lost. With the entry this surrender found lost (by the lease
+    /// clock, so it may still be in Redis: see [`LostHold::may_remain`]).
+    Lost(Option<LostHold>),
+}
+
+/// An entry taken out of the registry because its lock was lost; its signal has fired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LostHold {
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+    /// How many holds the owner had (Redis counts them in the field).
+    pub(crate) holds: u32,
+    pub(crate) reason: LostReason,
+}
+
+impl LostHold {
+    fn of(entry: Entry, reason: LostReason) -> (LostHold, LostSignal) {
+        let lost = LostHold {
+            holds: entry.holds(),
+            key: entry.key,
+            field: entry.field,
+            reason,
+        };
+        (lost, entry.lost)
+    }
+
+    /// Lost by the lease clock rather than by Redis's answer: the hold may still be there.
+    pub(crate) fn may_remain(&self) -> bool {
+        matches!(
+            self.reason,
+            LostReason::Unconfirmed | LostReason::LeaseExpired
+        )
+    }
+}
+
+/// Fires the signals of entries just taken out and logs them, after the registry lock is
+/// released (a mass loss must not hold up every acquire behind it).
+fn announce(lost: Vec<(LostHold, LostSignal)>) -> Vec<LostHold> {
+    lost.into_iter()
+        .map(|(hold, signal)| {
+            signal.fire(hold.reason);
+            tracing::warn!(key = %hold.key, owner = %hold.field, reason = %hold.reason, "lock lost");
+            hold
+        })
+        .collect()
 }
 
 /// The entries: a slab of slots, and an index from lock key to the first slot of its chain.
@@ -426,10 +474,15 @@ impl Holds {
     pub(crate) fn surrender(&self, ticket: &Ticket, lease: Lease) -> Surrender {
         let mut entries = self.entries.lock();
         let Some(entry) = entries.slot_mut(ticket.slot, ticket.entry_id) else {
-            return Surrender::Lost;
+            return Surrender::Lost(None);
         };
-        if entry.lost.check_clock(Instant::now()) {
-            return Surrender::Lost;
+        let lost = entry.lost.reason();
+        if let Some(reason) = lost.or_else(|| entry.lost.clock_ran_out(Instant::now())) {
+            let entry = entries
+                .remove(ticket.slot, ticket.entry_id)
+                .expect("found above");
+            drop(entries);
+            return Surrender::Lost(announce(vec![LostHold::of(entry, reason)]).pop());
         }
         match lease {
             Lease::Watchdog => entry.watchdog_holds = entry.watchdog_holds.saturating_sub(1),
@@ -445,15 +498,16 @@ impl Holds {
     }
 
     /// Forgets the entry of `ticket` if its signal has fired (the lease clock ran out before
-    /// the watchdog noticed): renewal of a hold declared lost stops at once.
-    pub(crate) fn forget_lost(&self, ticket: &Ticket) {
+    /// the watchdog noticed): renewal of a hold declared lost stops at once. Returns the entry
+    /// taken out, for its release.
+    pub(crate) fn forget_lost(&self, ticket: &Ticket) -> Option<LostHold> {
         let mut entries = self.entries.lock();
-        if entries
-            .slot_mut(ticket.slot, ticket.entry_id)
-            .is_some_and(|e| e.lost.is_fired())
-        {
-            entries.remove(ticket.slot, ticket.entry_id);
-        }
+        let entry = entries.slot_mut(ticket.slot, ticket.entry_id)?;
+        let reason = entry.lost.reason()?;
+        let entry = entries.remove(ticket.slot, ticket.entry_id)?;
+        drop(entries);
+        // (Fired already: announcing again only logs.)
+        announce(vec![LostHold::of(entry, reason)]).pop()
     }
 
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
@@ -531,13 +585,13 @@ impl Holds {
     }
 
     /// Applies one batch's replies: confirms the renewed entries (as of `sent_at`) and loses
-    /// the others. One lock for the batch, one slot access per entry. Returns the keys lost.
+    /// the others. One lock for the batch, one slot access per entry. Returns the holds lost.
     pub(crate) fn settle(
         &self,
         batch: &[Renewal],
         renewed: Vec<bool>,
         sent_at: Instant,
-    ) -> Vec<Arc<str>> {
+    ) -> Vec<LostHold> {
         let mut lost = Vec::new();
         let mut entries = self.entries.lock();
         for (renewal, ok) in batch.iter().zip(renewed) {
@@ -549,22 +603,21 @@ impl Holds {
                     }
                 }
             } else if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
-                tracing::warn!(key = %entry.key, "lock lost: renewal found it gone");
-                entry.lost.fire(LostReason::Gone);
-                lost.push(entry.key);
+                lost.push(LostHold::of(entry, LostReason::Gone));
             }
         }
-        lost
+        drop(entries);
+        announce(lost)
     }
 
     /// Loses every entry in `batch` whose last confirmation is a whole lease old. Returns the
-    /// keys lost.
+    /// holds lost.
     pub(crate) fn expire_unconfirmed(
         &self,
         batch: &[Renewal],
         lease: Duration,
         now: Instant,
-    ) -> Vec<Arc<str>> {
+    ) -> Vec<LostHold> {
         let mut lost = Vec::new();
         let mut entries = self.entries.lock();
         for renewal in batch {
@@ -573,13 +626,12 @@ impl Holds {
                 .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed + lease);
             if stale {
                 if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
-                    tracing::warn!(key = %entry.key, "lock lost: no renewal confirmed for a whole lease");
-                    entry.lost.fire(LostReason::Unconfirmed);
-                    lost.push(entry.key);
+                    lost.push(LostHold::of(entry, LostReason::Unconfirmed));
                 }
             }
         }
-        lost
+        drop(entries);
+        announce(lost)
     }
 
     /// When the first lease-only entry's lease runs out.
@@ -592,22 +644,21 @@ impl Holds {
             .min()
     }
 
-    /// Loses every lease-only entry whose lease has run out. Returns the keys lost.
-    pub(crate) fn expire_leases(&self, now: Instant) -> Vec<Arc<str>> {
+    /// Loses every lease-only entry whose lease has run out. Returns the holds lost.
+    pub(crate) fn expire_leases(&self, now: Instant) -> Vec<LostHold> {
         let mut entries = self.entries.lock();
         let expired: Vec<(usize, u64)> = entries
             .occupied()
             .filter(|(_, e)| e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now))
             .map(|(slot, e)| (slot, e.id))
             .collect();
-        let mut lost = Vec::with_capacity(expired.len());
-        for (slot, id) in expired {
-            if let Some(entry) = entries.remove(slot, id) {
-                entry.lost.fire(LostReason::LeaseExpired);
-                lost.push(entry.key);
-            }
-        }
-        lost
+        let lost = expired
+            .into_iter()
+            .filter_map(|(slot, id)| entries.remove(slot, id))
+            .map(|entry| LostHold::of(entry, LostReason::LeaseExpired))
+            .collect();
+        drop(entries);
+        announce(lost)
     }
 }
 
@@ -650,7 +701,10 @@ mod tests {
         assert_eq!(old.slot, new.slot, "the slot is reused");
         assert_ne!(old.entry_id, new.entry_id);
         // The stale guard neither releases nor disturbs the new entry.
-        assert_eq!(holds.surrender(&old, Lease::Watchdog), Surrender::Lost);
+        assert_eq!(
+            holds.surrender(&old, Lease::Watchdog),
+            Surrender::Lost(None)
+        );
         holds.lose(&old, LostReason::Gone);
         assert!(!new.lost.is_fired());
         assert_eq!(holds.len(), 1);
@@ -704,7 +758,12 @@ mod tests {
             .is_empty());
         assert!(!t.lost.is_fired());
         let lost = holds.expire_unconfirmed(&batch, lease, t0 + lease);
-        assert_eq!(lost, vec![Arc::<str>::from("k")]);
+        assert_eq!(lost.len(), 1);
+        assert_eq!(
+            (&*lost[0].key, lost[0].reason),
+            ("k", LostReason::Unconfirmed)
+        );
+        assert!(lost[0].may_remain(), "lost by the clock: it is released");
         assert_eq!(t.lost.reason(), Some(LostReason::Unconfirmed));
     }
 
@@ -738,10 +797,16 @@ mod tests {
         );
         assert!(watchdog.lost.check_clock(t0 + Duration::from_secs(40)));
         assert_eq!(watchdog.lost.reason(), Some(LostReason::Unconfirmed));
+        // Lost by the clock, it may still be in Redis: the entry goes, to be released.
+        let Surrender::Lost(Some(lost)) = holds.surrender(&watchdog, Lease::Watchdog) else {
+            panic!("the clock says lost");
+        };
+        assert_eq!((&*lost.field, lost.holds), ("u:1", 1));
+        assert!(lost.may_remain());
         assert_eq!(
-            holds.surrender(&watchdog, Lease::Watchdog),
-            Surrender::Lost,
-            "nothing to release once the clock says lost"
+            holds.len(),
+            0,
+            "forgotten: a new acquire makes a fresh entry"
         );
 
         let fixed = register(&holds, "j", "u:1", Lease::Fixed(Duration::from_secs(5)), t0);

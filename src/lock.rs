@@ -352,6 +352,15 @@ impl Lock {
         let field: Arc<str> = owner.field(&self.shared.client_id).into();
         // A wait too long to represent is a wait without end.
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+        // This owner's earlier holds of the lock still being released (or their lost acquire
+        // answers settled) in the background: an acquire now would be counted on top of them.
+        // Even `try_lock` waits that out, for as long as a reply may take.
+        let hold = (self.key.clone(), field.clone());
+        let settle_by =
+            deadline.map(|d| d.max(Instant::now() + self.shared.config.response_timeout()));
+        if !self.shared.releaser.pending.settled(&hold, settle_by).await {
+            return Ok(None);
+        }
 
         let hub = &self.shared.hub;
         // No channel for a single attempt (`try_lock`): it never waits.
@@ -536,7 +545,7 @@ impl Lock {
                     let lease_len = Duration::from_millis(request.lease_ms());
                     if Instant::now() >= since + lease_len {
                         tracing::warn!(lock = %self.name, "acquired after the lease ran out (a freeze or a stall); releasing it");
-                        request.release_late_hold();
+                        request.release_late_hold().await;
                         return Ok(Err(0));
                     }
                     let ticket = self.shared.holds.register(&self.key, field, lease, since);

@@ -299,19 +299,16 @@ impl Protocol {
         })
     }
 
-    /// Deletes unlock latches whose answers have been read, in one `DEL` (best effort: they
-    /// expire anyway).
-    ///
-    /// With `confirm` false it is fire and forget, as Redisson does for its one latch: the
-    /// `DEL` is queued on the connection before this returns, but its reply is not awaited
-    /// (the connection reads and drops it). With `confirm` it returns once Redis has run it.
-    pub(crate) async fn delete_latches(&self, latches: &[String], confirm: bool) {
+    /// Deletes spent latches in one `DEL`, and returns once Redis has run it (so the caller
+    /// knows to try again after a connection error: a latch left behind lingers for its PX).
+    pub(crate) async fn delete_latches(&self, latches: &[String]) -> RedisResult<()> {
         if latches.is_empty() {
-            return;
+            return Ok(());
         }
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(latches).set_no_response(!confirm);
-        let _: RedisResult<()> = cmd.query_async(&mut self.conn.clone()).await;
+        redis::cmd("DEL")
+            .arg(latches)
+            .query_async(&mut self.conn.clone())
+            .await
     }
 
     /// Deletes `key` whoever holds it and publishes the unlock message. `true` if it existed.

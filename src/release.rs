@@ -16,8 +16,10 @@
 //! together in one `DEL`: under load that is one command per sweep instead of one per unlock,
 //! and the unlock itself costs exactly its script call.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,11 +64,85 @@ impl SpentLatches {
         }
     }
 
-    /// Deletes every latch queued so far; with `confirm`, returns once Redis has done so.
-    pub(crate) async fn sweep(&self, protocol: &Protocol, confirm: bool) {
+    /// Deletes every latch queued so far, each `DEL` confirmed. A `DEL` that fails puts its
+    /// latches back for the next sweep (`false`): a latch left behind would linger for its
+    /// whole PX, long after every fault has healed.
+    pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
         let spent = std::mem::take(&mut *self.pending.lock());
-        for chunk in spent.chunks(LATCHES_PER_DEL) {
-            protocol.delete_latches(chunk, confirm).await;
+        for (i, chunk) in spent.chunks(LATCHES_PER_DEL).enumerate() {
+            if protocol.delete_latches(chunk).await.is_err() {
+                let failed = &spent[i * LATCHES_PER_DEL..];
+                self.pending.lock().extend_from_slice(failed);
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Background work on an owner's holds of a lock (a release, the settling of a lost acquire
+/// answer), counted per `(key, field)` until it is done.
+///
+/// An owner's next acquire of that lock waits for it: the unlock script decrements by owner
+/// field, so a release that landed after the owner had taken the lock again would count the new
+/// hold down (or, if the old hold had expired meanwhile, release the new one), and an acquire
+/// that landed on a hold still to be released would count the owner twice.
+#[derive(Default)]
+pub(crate) struct PendingReleases {
+    /// Jobs in flight over all holds: the acquire path reads only this when it is 0.
+    total: AtomicUsize,
+    by_hold: Mutex<HashMap<HoldKey, usize>>,
+    done: Notify,
+}
+
+/// A lock key and an owner field.
+pub(crate) type HoldKey = (Arc<str>, Arc<str>);
+
+impl PendingReleases {
+    fn begin(&self, hold: &HoldKey) {
+        *self.by_hold.lock().entry(hold.clone()).or_default() += 1;
+        self.total.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn end(&self, hold: &HoldKey) {
+        {
+            let mut by_hold = self.by_hold.lock();
+            if let Some(n) = by_hold.get_mut(hold) {
+                *n -= 1;
+                if *n == 0 {
+                    by_hold.remove(hold);
+                }
+            }
+        }
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        self.done.notify_waiters();
+    }
+
+    fn is_pending(&self, hold: &HoldKey) -> bool {
+        self.total.load(Ordering::Acquire) > 0 && self.by_hold.lock().contains_key(hold)
+    }
+
+    /// Waits until no background work on `hold` is in flight, or `deadline` passes (then
+    /// `false`).
+    pub(crate) async fn settled(&self, hold: &HoldKey, deadline: Option<Instant>) -> bool {
+        if !self.is_pending(hold) {
+            return true; // (the acquire path: one atomic load when nothing is pending)
+        }
+        loop {
+            let done = self.done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if !self.is_pending(hold) {
+                return true;
+            }
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, done).await.is_err() {
+                        return !self.is_pending(hold);
+                    }
+                }
+                None => done.await,
+            }
         }
     }
 }
@@ -77,18 +153,22 @@ pub(crate) async fn run_latch_sweeper(
     latches: Arc<SpentLatches>,
     shutdown: CancellationToken,
 ) {
+    let mut swept = true;
     while !shutdown.is_cancelled() {
-        tokio::select! {
-            _ = latches.arrived.notified() => {}
-            _ = shutdown.cancelled() => break,
+        // After a failed sweep the latches are still queued: retry without waiting for more.
+        if swept {
+            tokio::select! {
+                _ = latches.arrived.notified() => {}
+                _ = shutdown.cancelled() => break,
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(LATCH_SWEEP) => {}
             _ = shutdown.cancelled() => {}
         }
-        latches.sweep(&protocol, false).await;
+        swept = latches.sweep(&protocol).await;
     }
-    latches.sweep(&protocol, false).await;
+    latches.sweep(&protocol).await;
 }
 
 /// Everything a release uses besides the unlock itself; the release task has its own copy.
@@ -102,9 +182,67 @@ pub(crate) struct Releaser {
     /// For holds a hand-off acquired for a waiter that had gone (weak: the release task's own
     /// copy must not keep its channel open).
     pub(crate) jobs: mpsc::WeakUnboundedSender<Job>,
+    pub(crate) pending: Arc<PendingReleases>,
+    /// The client's key prefix, to name a lock from its key in logs.
+    pub(crate) key_prefix: Arc<str>,
+    /// The watchdog lease in ms (what a partial unlock resets the TTL to).
+    pub(crate) watchdog_lease_ms: u64,
 }
 
 impl Releaser {
+    /// Hands work to the release task (while it runs; never blocks).
+    pub(crate) fn send(&self, job: Job) {
+        if let Some(jobs) = self.jobs.upgrade() {
+            self.send_on(&jobs, job);
+        }
+    }
+
+    /// Hands work to the release task over `jobs`, counting it as pending on its hold.
+    pub(crate) fn send_on(&self, jobs: &mpsc::UnboundedSender<Job>, job: Job) {
+        let hold = job.hold();
+        if let Some(hold) = &hold {
+            self.pending.begin(hold);
+        }
+        if let Err(mpsc::error::SendError(job)) = jobs.send(job) {
+            // After shutdown the task is gone: the hold then ends with its lease.
+            if let Some(hold) = job.hold() {
+                self.pending.end(&hold);
+            }
+        }
+    }
+
+    /// Forgets the entry of `ticket` if its lock was found lost, and releases what may remain.
+    pub(crate) fn forget_lost(&self, ticket: &crate::holds::Ticket) {
+        if let Some(lost) = self.holds.forget_lost(ticket) {
+            self.release_lost(&lost);
+        }
+    }
+
+    /// Releases a hold declared lost by the lease clock: it may still be in Redis (the clock
+    /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
+    /// later one whose answer was lost). Left there, it would block others for up to a lease,
+    /// and the owner's next acquire would count it twice. One unlock per hold it had.
+    pub(crate) fn release_lost(&self, lost: &crate::holds::LostHold) {
+        if !lost.may_remain() {
+            return;
+        }
+        let name: Arc<str> = lost
+            .key
+            .strip_prefix(&*self.key_prefix)
+            .unwrap_or(&lost.key)
+            .into();
+        tracing::debug!(lock = %name, holds = lost.holds, "releasing a hold lost by its lease clock");
+        for _ in 0..lost.holds {
+            let unlock = Unlock::new(
+                name.clone(),
+                lost.key.clone(),
+                lost.field.clone(),
+                self.watchdog_lease_ms,
+            );
+            self.send(Job::Unlock(unlock));
+        }
+    }
+
     /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
     /// are parked on it.
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
@@ -226,9 +364,7 @@ impl Unlock {
                     since: sent_at,
                 })
             };
-            if let Some(jobs) = ctx.jobs.upgrade() {
-                let _ = jobs.send(job);
-            }
+            ctx.send(job);
         }
         release
     }
@@ -242,15 +378,32 @@ pub(crate) type PendingAttempt =
 pub(crate) enum Job {
     /// Release one hold (a guard was dropped, or an explicit unlock was cancelled).
     Unlock(Unlock),
+    /// Release one hold and say when it is done (an acquire that came too late waits for it,
+    /// or its next attempt would count the owner's hold twice).
+    UnlockThen(Unlock, oneshot::Sender<()>),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
     Settle(PendingAttempt, Unsettled),
     /// An acquire call ended with an answer lost: find out from its latch whether it took a
     /// hold, and release that hold if it did.
     Resolve(Unsettled),
-    /// Finish an unlock with a hand-off whose caller went away (its answers must be settled).
-    Finish(Pin<Box<dyn Future<Output = ()> + Send + 'static>>),
+    /// Finish an unlock of `HoldKey` with a hand-off whose caller went away (its answers must be
+    /// settled).
+    Finish(HoldKey, Pin<Box<dyn Future<Output = ()> + Send + 'static>>),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
+}
+
+impl Job {
+    /// The hold the job works on, if any.
+    fn hold(&self) -> Option<HoldKey> {
+        let unlock = match self {
+            Job::Unlock(unlock) | Job::UnlockThen(unlock, _) => unlock,
+            Job::Settle(_, unsettled) | Job::Resolve(unsettled) => &unsettled.unlock,
+            Job::Finish(hold, _) => return Some(hold.clone()),
+            Job::Flush(_) => return None,
+        };
+        Some((unlock.key.clone(), unlock.field.clone()))
+    }
 }
 
 /// Runs jobs until every sender is gone, then finishes the ones in flight.
@@ -264,37 +417,53 @@ pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedRec
                     while running.join_next().await.is_some() {}
                     let _ = done.send(());
                 }
-                Some(Job::Unlock(unlock)) => {
-                    let ctx = ctx.clone();
-                    running.spawn(async move { release_quietly(&ctx, &unlock).await });
-                }
-                Some(Job::Settle(attempt, unsettled)) => {
-                    let ctx = ctx.clone();
+                Some(job) => {
+                    // Counted as pending from its send; done when its task ends.
+                    let done = job.hold().map(|hold| Done(ctx.pending.clone(), hold));
+                    let work = run_job(ctx.clone(), job);
                     running.spawn(async move {
-                        match attempt.await {
-                            Ok(Attempt::Acquired) => {
-                                tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
-                                undo(&ctx, &unsettled).await;
-                            }
-                            // Found held: the latch was not there, so no send of the call
-                            // took the lock.
-                            Ok(Attempt::Held { .. }) => {}
-                            Err(_) => resolve(&ctx, unsettled).await,
-                        }
+                        work.await;
+                        drop(done);
                     });
-                }
-                Some(Job::Resolve(unsettled)) => {
-                    let ctx = ctx.clone();
-                    running.spawn(async move { resolve(&ctx, unsettled).await });
-                }
-                Some(Job::Finish(unlock)) => {
-                    running.spawn(unlock);
                 }
             },
             Some(_) = running.join_next(), if !running.is_empty() => {}
         }
     }
     while running.join_next().await.is_some() {}
+}
+
+/// Ends a job's pending count when dropped (done, or its task aborted).
+struct Done(Arc<PendingReleases>, HoldKey);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.end(&self.1);
+    }
+}
+
+async fn run_job(ctx: Releaser, job: Job) {
+    match job {
+        Job::Unlock(unlock) => release_quietly(&ctx, &unlock).await,
+        Job::UnlockThen(unlock, done) => {
+            release_quietly(&ctx, &unlock).await;
+            let _ = done.send(());
+        }
+        Job::Settle(attempt, unsettled) => match attempt.await {
+            Ok(Attempt::Acquired) => {
+                tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
+                undo(&ctx, &unsettled).await;
+            }
+            // Found held: the latch was not there, so no send of the call took the lock.
+            Ok(Attempt::Held { .. }) => {}
+            Err(_) => resolve(&ctx, unsettled).await,
+        },
+        Job::Resolve(unsettled) => resolve(&ctx, unsettled).await,
+        Job::Finish(_, unlock) => unlock.await,
+        Job::Flush(done) => {
+            let _ = done.send(());
+        }
+    }
 }
 
 /// Settles an acquire whose answer was lost: asks whether its latch exists (on a connection

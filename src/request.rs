@@ -125,11 +125,17 @@ impl AcquireRequest {
     }
 
     /// The hold just taken came too late to use: releases it, and gives later attempts of the
-    /// call a latch of their own.
-    pub(crate) fn release_late_hold(&self) {
+    /// call a latch of their own. Resolves once the release is done: the next attempt waits
+    /// for it, or it would count the owner's hold twice. (The release task runs it, so a
+    /// cancelled wait still releases.)
+    pub(crate) fn release_late_hold(&self) -> impl std::future::Future<Output = ()> {
         self.spend();
         *self.latch.lock() = fresh_latch(&self.key);
-        self.shared.send_job(Job::Unlock(self.unlock()));
+        let (done, released) = tokio::sync::oneshot::channel();
+        self.shared.send_job(Job::UnlockThen(self.unlock(), done));
+        async move {
+            let _ = released.await;
+        }
     }
 
     /// Another party settles the latch from now on.

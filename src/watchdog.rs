@@ -16,10 +16,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::holds::{Holds, Lease, Renewal};
+use crate::holds::{Holds, Lease, LostHold, Renewal};
 use crate::names;
 use crate::protocol::Protocol;
 use crate::pubsub::Hub;
+use crate::release::Releaser;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {
@@ -27,6 +28,8 @@ pub(crate) struct Watchdog {
     pub(crate) protocol: Protocol,
     /// Told of every lost lock, to wake the waiters of its channel.
     pub(crate) hub: Arc<Hub>,
+    /// Releases holds lost by the lease clock (they may still be in Redis).
+    pub(crate) releaser: Releaser,
     pub(crate) lease: Duration,
     pub(crate) interval: Duration,
     pub(crate) batch_size: usize,
@@ -46,7 +49,7 @@ impl Watchdog {
                     next_cycle = started + self.interval;
                 }
                 _ = sleep_until_some(deadline) => {
-                    self.wake_waiters_of(self.holds.expire_leases(Instant::now()));
+                    self.after_loss(self.holds.expire_leases(Instant::now()));
                 }
                 _ = self.holds.changed.notified() => {}
             }
@@ -76,17 +79,14 @@ impl Watchdog {
             }
             let (index, sent_at, result) = next_reply(&mut in_flight).await;
             match result {
-                Ok(renewed) => {
-                    self.wake_waiters_of(self.holds.settle(batches[index], renewed, sent_at))
-                }
+                Ok(renewed) => self.after_loss(self.holds.settle(batches[index], renewed, sent_at)),
                 Err(err) => {
                     tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
                     let now = Instant::now();
-                    self.wake_waiters_of(self.holds.expire_unconfirmed(
-                        batches[index],
-                        self.lease,
-                        now,
-                    ));
+                    self.after_loss(
+                        self.holds
+                            .expire_unconfirmed(batches[index], self.lease, now),
+                    );
                     if crate::error::is_connection_error(&err) {
                         // The rest would fail the same way: send no more, check their age.
                         broken = true;
@@ -97,16 +97,18 @@ impl Watchdog {
         if broken {
             let now = Instant::now();
             for rest in &batches[next..] {
-                self.wake_waiters_of(self.holds.expire_unconfirmed(rest, self.lease, now));
+                self.after_loss(self.holds.expire_unconfirmed(rest, self.lease, now));
             }
         }
     }
 
-    /// Wakes this client's waiters of each lost lock: they may be parked on the belief that a
-    /// holder of this client will publish its unlock, which will now never come.
-    fn wake_waiters_of(&self, lost: Vec<Arc<str>>) {
-        for key in lost {
-            self.hub.wake(&names::lock_channel(&key));
+    /// Wakes this client's waiters of each lost lock (they may be parked on the belief that a
+    /// holder of this client will publish its unlock, which will now never come), and releases
+    /// what the lease clock lost.
+    fn after_loss(&self, lost: Vec<LostHold>) {
+        for hold in lost {
+            self.hub.wake(&names::lock_channel(&hold.key));
+            self.releaser.release_lost(&hold);
         }
     }
 }

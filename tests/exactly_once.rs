@@ -267,3 +267,46 @@ async fn a_hold_answered_after_its_lease_is_not_handed_out_healthy() {
         "nothing stays registered"
     );
 }
+
+/// Renewals that run in Redis but whose replies are lost: the lease clock declares the hold
+/// lost while Redis still has it (extended by a renewal the client never heard of). The
+/// client releases it, and the owner's next acquire holds once instead of counting twice on
+/// the leftover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_lost_by_its_clock_is_released_and_the_owner_then_holds_once() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let config = redisson_lock::Config::from_url(&proxy.url())
+        .unwrap()
+        .with_watchdog_timeout(Duration::from_secs(2));
+    let client = LockClient::with_config(config).await.unwrap();
+    support::load_scripts(&client).await;
+    // Loaded up front: a NOSCRIPT answer lost with the connection would never be corrected.
+    let renew_sha: String =
+        server.cmd(&["SCRIPT", "LOAD", include_str!("../scripts/lua/renew.lua")]);
+
+    let owner = Owner::new();
+    let lock = client.lock("clock-lost").with_owner(owner);
+    let guard = lock.lock().await.unwrap();
+    let field = guard.owner_field().to_string();
+    proxy.cut_after_reply(&[&renew_sha, "clock-lost"], 1000);
+    timeout(PROMPT, guard.lost()).await.unwrap();
+    assert!(proxy.cuts() >= 1, "renewals ran, their replies were lost");
+    assert_eq!(
+        guard.lost_reason(),
+        Some(redisson_lock::LostReason::Unconfirmed)
+    );
+    assert!(guard.is_lost());
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+
+    let again = timeout(PROMPT, lock.lock()).await.unwrap().unwrap();
+    assert_eq!(
+        holds_of(&server, "clock-lost", &field),
+        Some(1),
+        "the leftover hold was released before the owner took the lock again"
+    );
+    proxy.disarm();
+    drop(again);
+    client.shutdown().await;
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "clock-lost"]), 0);
+}

@@ -93,6 +93,11 @@ impl Proxy {
         });
     }
 
+    /// Takes back every fault armed by [`Proxy::cut_after_reply`] and not yet used.
+    pub fn disarm(&self) {
+        self.state.rules.lock().clear();
+    }
+
     /// Faults armed by [`Proxy::cut_after_reply`] and not yet used.
     pub fn armed(&self) -> usize {
         self.state.rules.lock().iter().map(|r| r.times).sum()
