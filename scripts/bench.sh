@@ -145,7 +145,7 @@ $table
   that serves waiters in another client; those rows are marked "local hand-off off".
 - **floor**: \`scripts/lua/acquire.lua\` and \`unlock.lua\` (and \`renew.lua\` in P4) sent with
   redis-rs \`Script\` (EVALSHA) over one multiplexed connection; the unlock latch is deleted
-  without waiting for the reply, as PROTOCOL.md §3 describes. Waiting (P3) is one permanent
+  without waiting for the reply, as Redisson does (docs/PROTOCOL.md §4). Waiting (P3) is one permanent
   subscription and a \`Notify\`; renewal (P4) is a loop sending batches of 100 keys in sequence.
   No registry, no owners, no retries, no cancel safety: the cost any client of this protocol pays.
 - **Redisson**: \`interop.Bench\` (interop/src/main/java/interop/Bench.java) in the interop jar of

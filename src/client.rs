@@ -126,15 +126,7 @@ impl LockClient {
         config.validate()?;
         let info = config.connection_info()?;
         let client = redis::Client::open(info.clone()).map_err(|e| Error::Config(e.to_string()))?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.connect_timeout()))
-            .set_response_timeout(Some(config.response_timeout()))
-            .set_number_of_retries(3)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let mut conn = ConnectionManager::new_with_config(client, manager)
-            .await
-            .map_err(connect_error)?;
+        let mut conn = connect_manager(client.clone(), &config).await?;
         if config.publish_mode().resolved() == PublishMode::SPublish {
             require_commands(&mut conn, SHARDED_COMMANDS, SHARDED_NEEDED_BY).await?;
         }
@@ -173,7 +165,7 @@ impl LockClient {
             interval: config.renewal_interval(),
             batch_size: config.renewal_batch_size(),
         };
-        tokio::spawn(watchdog.run(tasks.clone()));
+        spawn_watchdog(watchdog, client, &config, tasks.clone()).await?;
         tokio::spawn(release::run_release_task(releaser.clone(), rx));
         tokio::spawn(release::run_latch_sweeper(
             protocol.clone(),
@@ -279,6 +271,64 @@ impl LockClient {
         }
         shared.tasks.cancel();
     }
+}
+
+/// The command connection: reconnects by itself, a few quick retries, the configured timeouts.
+async fn connect_manager(client: redis::Client, config: &Config) -> Result<ConnectionManager> {
+    let manager = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout()))
+        .set_response_timeout(Some(config.response_timeout()))
+        .set_number_of_retries(3)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_with_config(client, manager)
+        .await
+        .map_err(connect_error)
+}
+
+/// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
+/// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
+/// long computation) must not stall renewal, or its locks would expire under it. (Redisson
+/// renews from Netty's threads for the same reason.) Returns once the connection is made.
+async fn spawn_watchdog(
+    mut watchdog: Watchdog,
+    client: redis::Client,
+    config: &Config,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let config = config.clone();
+    let publish = watchdog.protocol.publish_command();
+    let (ready, connected) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("redisson-lock-watchdog".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let _ = ready.send(Err(Error::Config(format!("watchdog runtime: {err}"))));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match connect_manager(client, &config).await {
+                    Ok(conn) => {
+                        watchdog.protocol = Protocol::new(conn, publish);
+                        let _ = ready.send(Ok(()));
+                        watchdog.run(shutdown).await;
+                    }
+                    Err(err) => {
+                        let _ = ready.send(Err(err));
+                    }
+                }
+            });
+        })
+        .map_err(|err| Error::Config(format!("cannot start the watchdog thread: {err}")))?;
+    connected
+        .await
+        .unwrap_or_else(|_| Err(Error::Config("the watchdog thread ended".into())))
 }
 
 /// What the sharded publish mode sends: unlock scripts publish with the first, waiters

@@ -124,7 +124,7 @@ impl Error {
     pub fn is_connection(&self) -> bool {
         match self {
             Error::Connection(_) => true,
-            Error::Redis(e) => is_connection_error(e),
+            Error::Redis(e) => is_transient(e),
             _ => false,
         }
     }
@@ -150,17 +150,17 @@ impl Error {
     /// Redis refused a write because it is out of memory (`maxmemory` with `noeviction`).
     pub fn is_out_of_memory(&self) -> bool {
         match self {
-            Error::Redis(e) => e.to_string().contains("OOM"),
+            Error::Redis(e) => has_code(e, "OOM"),
             _ => false,
         }
     }
 
     /// Builds the error for a Redis failure on lock `lock`, classifying it.
     pub(crate) fn from_redis(lock: &str, err: redis::RedisError) -> Self {
-        if is_connection_error(&err) {
+        if is_transient(&err) {
             return Error::Connection(err);
         }
-        if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
+        if has_code(&err, "WRONGTYPE") {
             return Error::WrongType {
                 lock: lock.to_string(),
             };
@@ -169,10 +169,48 @@ impl Error {
     }
 }
 
-pub(crate) fn is_connection_error(err: &redis::RedisError) -> bool {
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
+/// Whether sending the command again is the way on: its answer was lost (see
+/// [`outcome_unknown`]), or redis-rs's [`retry_method`](redis::RedisError::retry_method) says the
+/// server will take it later or elsewhere (`LOADING`, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`,
+/// `READONLY`, `MOVED`, `ASK`), or the connection must be made again. Every command this crate
+/// re-sends is idempotent (a latch, or a read), so re-sending is exact.
+pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
+    use redis::RetryMethod;
+    if err.kind() == redis::ErrorKind::AuthenticationFailed {
+        return false; // (redis-rs would reconnect; wrong credentials stay wrong)
+    }
+    err.is_timeout()
         || err.is_connection_refusal()
-        || err.code() == Some("LOADING")
+        || matches!(
+            err.retry_method(),
+            RetryMethod::Reconnect
+                | RetryMethod::RetryImmediately
+                | RetryMethod::WaitAndRetry
+                | RetryMethod::MovedRedirect
+                | RetryMethod::AskRedirect
+                | RetryMethod::ReconnectFromInitialConnections
+                | RetryMethod::RefreshSlotsAndRetry
+        )
+}
+
+/// Whether the command may have run although no answer came: it was written to a connection
+/// that then broke or timed out. (A refused connection never carried it, and a server error
+/// is an answer: the command did not run.)
+pub(crate) fn outcome_unknown(err: &redis::RedisError) -> bool {
+    err.is_timeout()
+        || (err.kind() == redis::ErrorKind::Io && !err.is_connection_refusal())
+        || err.is_connection_dropped()
+}
+
+/// Whether the server answered with error `code`. Redis 6 wraps an error raised inside a
+/// script as `ERR Error running script ...: @user_script:1: <CODE> ...`, so the code is looked
+/// for there too.
+pub(crate) fn has_code(err: &redis::RedisError, code: &str) -> bool {
+    match err.code() {
+        Some(c) if c == code => true,
+        Some("ERR") => err
+            .detail()
+            .is_some_and(|d| d.contains("@user_script") && d.contains(&format!(": {code} "))),
+        _ => false,
+    }
 }

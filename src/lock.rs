@@ -556,9 +556,10 @@ impl Lock {
                     request.answered(sent_at);
                     return Ok(Err(pttl_ms));
                 }
-                Err(err) if crate::error::is_connection_error(&err) => {
-                    // A refused connection never carried the command: nothing to settle.
-                    if !err.is_connection_refusal() {
+                Err(err) if crate::error::is_transient(&err) => {
+                    // A refused connection never carried the command, a server error is an
+                    // answer: nothing to settle then.
+                    if crate::error::outcome_unknown(&err) {
                         request.answer_lost(sent_at);
                     }
                     if resends < ATTEMPT_RESENDS {

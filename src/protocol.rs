@@ -193,6 +193,11 @@ pub(crate) struct Protocol {
 }
 
 impl Protocol {
+    /// The publish command the unlock scripts run (`publish` or `spublish`).
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.publish
+    }
+
     pub(crate) fn new(conn: ConnectionManager, publish: &'static str) -> Self {
         let numsub = if publish == "spublish" {
             "SHARDNUMSUB"

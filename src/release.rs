@@ -313,9 +313,7 @@ impl Unlock {
                     ctx.latches.retire(latch);
                     return Ok((release, sent_at));
                 }
-                Err(err)
-                    if attempt < UNLOCK_ATTEMPTS && crate::error::is_connection_error(&err) =>
-                {
+                Err(err) if attempt < UNLOCK_ATTEMPTS && crate::error::is_transient(&err) => {
                     tracing::debug!(lock = %self.name, error = %err, "unlock reply lost; re-sending with the same latch");
                     attempt += 1;
                     tokio::time::sleep(RETRY_PAUSE).await;
@@ -483,7 +481,7 @@ async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
             Ok(false) => return,
             // (At shutdown, with Redis unreachable, waiting on would hold up `shutdown()`.)
             Err(err)
-                if crate::error::is_connection_error(&err)
+                if crate::error::is_transient(&err)
                     && Instant::now() < deadline
                     && !ctx.handoffs.is_closed() =>
             {

@@ -87,7 +87,7 @@ impl Watchdog {
                         self.holds
                             .expire_unconfirmed(batches[index], self.lease, now),
                     );
-                    if crate::error::is_connection_error(&err) {
+                    if crate::error::is_transient(&err) {
                         // The rest would fail the same way: send no more, check their age.
                         broken = true;
                     }

@@ -211,14 +211,17 @@ async fn a_cancelled_acquire_whose_answer_is_lost_leaves_nothing_held() {
     assert_eq!(client.held_locks(), 0);
 }
 
-/// The runtime frozen past the lease (its only thread blocked: nothing, not the watchdog,
-/// runs): on the first look after it resumes, the guard says lost, from the clock alone.
+/// The application's runtime frozen past the lease (its only thread blocked) with the holder's
+/// connection frozen too (the fault proxy runs on that runtime, so no renewal gets through: the
+/// watchdog's own thread cannot help): on the first look after it resumes, the guard says lost.
+/// (A whole process frozen by SIGSTOP is in `tests/chaos.rs`.)
 #[tokio::test(flavor = "current_thread")]
 async fn a_holder_frozen_past_its_lease_knows_at_once() {
     use futures::FutureExt;
 
     let server = RedisServer::start();
-    let client = server.client().await; // 1.5 s watchdog lease
+    let proxy = Proxy::start(server.port()).await;
+    let client = client_via(&server, &proxy).await; // 1.5 s watchdog lease
     let guard = client.lock("frozen").lock().await.unwrap();
     let lease = client.config().watchdog_timeout();
     std::thread::sleep(lease + Duration::from_millis(300)); // the freeze

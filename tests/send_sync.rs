@@ -17,6 +17,8 @@ fn public_types_are_send_sync_and_static() {
     is_send_sync_static::<Owner>();
     is_send_sync_static::<Config>();
     is_send_sync_static::<Error>();
+    is_send_sync_static::<redisson_lock::LostReason>();
+    is_send_sync_static::<redisson_lock::PublishMode>();
     is_send_sync_static::<redisson_lock::blocking::LockClient>();
     is_send_sync_static::<redisson_lock::blocking::Lock>();
     is_send_sync_static::<redisson_lock::blocking::LockGuard>();

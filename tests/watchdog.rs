@@ -191,3 +191,58 @@ async fn a_whole_lease_without_confirmed_renewal_is_a_loss() {
     assert_eq!(guard.lost_reason(), Some(LostReason::Unconfirmed));
     assert_eq!(client.renewed_locks(), 0);
 }
+
+/// An application that blocks every worker of its runtime (here `std::thread::sleep` in two
+/// tasks on a 2-worker runtime, for more than two leases) does not stall renewal: the watchdog
+/// runs on a thread and runtime of its own. The lock stays held in Redis all along, and the
+/// guard is healthy when the workers come back.
+#[test]
+fn renewal_survives_an_application_runtime_whose_workers_are_all_blocked() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, guard) = runtime.block_on(async {
+        let client = server.client().await;
+        let guard = client.lock("starved").lock().await.unwrap();
+        (client, guard)
+    });
+
+    let (started, blocked) = std::sync::mpsc::channel();
+    let sleepers: Vec<_> = (0..2)
+        .map(|_| {
+            let started = started.clone();
+            runtime.spawn(async move {
+                started.send(()).unwrap();
+                std::thread::sleep(LEASE * 3);
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        blocked.recv().unwrap(); // both workers are now asleep
+    }
+    // From this (non-worker) thread: the key must never expire while the workers sleep.
+    let mut conn = server.conn();
+    let until = std::time::Instant::now() + LEASE * 3 - Duration::from_millis(200);
+    let mut samples = 0;
+    while std::time::Instant::now() < until {
+        let pttl: i64 = redis::cmd("PTTL").arg("starved").query(&mut conn).unwrap();
+        assert!(
+            pttl > 0,
+            "the lock expired while the app runtime was blocked"
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(samples > 10);
+    runtime.block_on(async {
+        for sleeper in sleepers {
+            sleeper.await.unwrap();
+        }
+        assert!(!guard.is_lost(), "renewal was confirmed all along");
+        guard.unlock().await.unwrap();
+        client.shutdown().await;
+    });
+}

@@ -38,7 +38,7 @@ static LATCH_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// One lock name and owner field spoken to over a raw connection: acquire script, unlock
 /// script with a fresh latch, and the latch `DEL` sent without waiting for its reply (as
-/// PROTOCOL.md §3 and Redisson do). Waiting, when needed, listens on `wake`.
+/// Redisson does: docs/PROTOCOL.md §4). Waiting, when needed, listens on `wake`.
 #[derive(Clone)]
 pub(crate) struct FloorLock {
     conn: MultiplexedConnection,

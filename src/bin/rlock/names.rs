@@ -1,4 +1,4 @@
-//! Redisson's names for the keys that sit beside a lock (see PROTOCOL.md §1).
+//! Redisson's names for the keys that sit beside a lock (see docs/PROTOCOL.md §1).
 //!
 //! The rule itself is the library's (`redisson_lock::names`); here are the names of the layouts
 //! the library does not implement yet (fenced, fair), which `status` reads.

@@ -86,7 +86,7 @@ pub fn unlock(
         released
     });
     let woken = match before.kind {
-        // Those waiters listen on other channels (PROTOCOL.md §6, §7): they retry on their timer.
+        // Those waiters listen on other channels (docs/PROTOCOL.md §5): they retry on their timer.
         Some(Kind::ReadWrite) => "read-write lock waiters are not woken: they retry on their timer",
         Some(Kind::Fair) => "fair lock waiters are not woken: they retry on their timer",
         _ => "waiters were notified",
