@@ -9,14 +9,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode};
+use crate::engine::handoff::Handoffs;
+use crate::engine::holds::{Holds, Lease};
+use crate::engine::release::{self, Job, Releaser, SpentLatches, Unlock};
+use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
-use crate::handoff::Handoffs;
-use crate::holds::{Holds, Lease};
-use crate::lock::Lock;
-use crate::protocol::Protocol;
-use crate::pubsub::Hub;
-use crate::release::{self, Job, Releaser, SpentLatches, Unlock};
-use crate::watchdog::Watchdog;
+use crate::kinds::lock::Lock;
+use crate::raw::rlock::Protocol;
+use crate::transport::pubsub::Hub;
 
 /// State shared by the client handles, its locks and their guards.
 pub(crate) struct Shared {

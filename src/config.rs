@@ -273,7 +273,7 @@ impl Config {
                 self.watchdog_timeout
             )));
         }
-        if self.watchdog_timeout > crate::holds::MAX_LEASE {
+        if self.watchdog_timeout > crate::engine::holds::MAX_LEASE {
             return Err(Error::Config(format!(
                 "watchdog timeout {:?} is longer than the maximum of 100 years",
                 self.watchdog_timeout

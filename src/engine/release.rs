@@ -6,7 +6,7 @@
 //! same request id (so the same latch) when its reply is lost, which makes the retry idempotent.
 //!
 //! An unlock that frees a lock while waiters of this client are parked on it carries a
-//! [`Offer`] (see [`crate::handoff`]): the first send puts the oldest waiter's acquire and a
+//! [`Offer`] (see [`crate::engine::handoff`]): the first send puts the oldest waiter's acquire and a
 //! listener count in the same write, and settles their answers. That work must finish even if
 //! the caller goes away, so an explicit unlock with an offer runs as a future of its own, which
 //! a dropped caller hands to the release task ([`Job::Finish`]).
@@ -29,12 +29,12 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::handoff::{Handoffs, Offer};
-use crate::holds::Holds;
+use crate::engine::handoff::{Handoffs, Offer};
+use crate::engine::holds::Holds;
+use crate::engine::request::Unsettled;
 use crate::names;
-use crate::protocol::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
-use crate::pubsub::Hub;
-use crate::request::Unsettled;
+use crate::raw::rlock::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
+use crate::transport::pubsub::Hub;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
 /// well inside the latch's lifetime, so a re-send can never release twice.
@@ -212,7 +212,7 @@ impl Releaser {
     }
 
     /// Forgets the entry of `ticket` if its lock was found lost, and releases what may remain.
-    pub(crate) fn forget_lost(&self, ticket: &crate::holds::Ticket) {
+    pub(crate) fn forget_lost(&self, ticket: &crate::engine::holds::Ticket) {
         if let Some(lost) = self.holds.forget_lost(ticket) {
             self.release_lost(&lost);
         }
@@ -222,7 +222,7 @@ impl Releaser {
     /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
     /// later one whose answer was lost). Left there, it would block others for up to a lease,
     /// and the owner's next acquire would count it twice. One unlock per hold it had.
-    pub(crate) fn release_lost(&self, lost: &crate::holds::LostHold) {
+    pub(crate) fn release_lost(&self, lost: &crate::engine::holds::LostHold) {
         if !lost.may_remain() {
             return;
         }

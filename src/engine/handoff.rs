@@ -33,9 +33,9 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::holds::{Holds, Lease, Ticket};
-use crate::protocol::{AcquireArgs, Attempt};
-use crate::request::LatchCell;
+use crate::engine::holds::{Holds, Lease, Ticket};
+use crate::engine::request::LatchCell;
+use crate::raw::rlock::{AcquireArgs, Attempt};
 
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 

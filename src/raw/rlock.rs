@@ -18,13 +18,13 @@ use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
 
 static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lua/acquire.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/acquire.lua")));
 static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lua/unlock.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/unlock.lua")));
 static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lua/force_unlock.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/force_unlock.lua")));
 static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../scripts/lua/renew.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/renew.lua")));
 
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";

@@ -21,9 +21,9 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::client::Shared;
+use crate::engine::release::{Job, PendingAttempt, Unlock};
 use crate::names;
-use crate::protocol::AcquireArgs;
-use crate::release::{Job, PendingAttempt, Unlock};
+use crate::raw::rlock::AcquireArgs;
 
 /// One acquire call, as Redis sees it.
 pub(crate) struct AcquireRequest {

@@ -1,7 +1,7 @@
 //! What this client holds: the in-process registry of held locks and their lock-lost signals.
 //!
 //! One entry per `(key, owner field)` with the number of live guards, split into watchdog
-//! holds (no lease given: renewed by [`crate::watchdog`]) and lease holds (a fixed lease: never
+//! holds (no lease given: renewed by [`crate::engine::watchdog`]) and lease holds (a fixed lease: never
 //! renewed, lost when it runs out). Each entry carries the **lock-lost signal** its guards
 //! share. Unlock, guard drop and shutdown remove entries at once, before anything is sent to
 //! Redis, so no renewal outlives its hold, and an entry present here means its owner has not

@@ -11,11 +11,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Shared;
+use crate::engine::holds::{Lease, LostReason, Surrender, Ticket};
+use crate::engine::release::{Job, Unlock};
 use crate::error::{Error, Result};
-use crate::holds::{Lease, LostReason, Surrender, Ticket};
 use crate::owner::Owner;
-use crate::protocol::Release;
-use crate::release::{Job, Unlock};
+use crate::raw::rlock::Release;
 
 /// Proof of one hold of a lock; releasing it releases that hold.
 ///
@@ -284,7 +284,7 @@ type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instan
 /// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
 struct Finishing<'a> {
     shared: &'a Shared,
-    hold: crate::release::HoldKey,
+    hold: crate::engine::release::HoldKey,
     release: Option<Releasing>,
 }
 

@@ -9,15 +9,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::Shared;
+use crate::engine::handoff::{Forgotten, Outcome, Slot, Standing};
+use crate::engine::holds::{Lease, Ticket, MAX_LEASE};
+use crate::engine::release::PendingAttempt;
+use crate::engine::request::AcquireRequest;
 use crate::error::{Error, Result};
-use crate::guard::{Hold, LockGuard};
-use crate::handoff::{Forgotten, Outcome, Slot, Standing};
-use crate::holds::{Lease, Ticket, MAX_LEASE};
+use crate::kinds::guard::{Hold, LockGuard};
 use crate::names;
 use crate::owner::Owner;
-use crate::protocol::{Attempt, KeyKind};
-use crate::release::PendingAttempt;
-use crate::request::AcquireRequest;
+use crate::raw::rlock::{Attempt, KeyKind};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.

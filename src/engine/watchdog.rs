@@ -16,11 +16,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::holds::{Holds, Lease, LostHold, Renewal};
+use crate::engine::holds::{Holds, Lease, LostHold, Renewal};
+use crate::engine::release::Releaser;
 use crate::names;
-use crate::protocol::Protocol;
-use crate::pubsub::Hub;
-use crate::release::Releaser;
+use crate::raw::rlock::Protocol;
+use crate::transport::pubsub::Hub;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {

@@ -1,0 +1,7 @@
+//! The public lock primitives, one file per kind, each a thin layer over the engine: a handle
+//! (`Lock`) whose methods pick a lease and a wait and call the shared acquire loop, and an owned
+//! RAII guard (`LockGuard`). A new Redisson lock kind (fenced, fair, read-write, spin) goes
+//! here as a file of its own, with its scripts under `raw/`.
+
+pub(crate) mod guard;
+pub(crate) mod lock;
