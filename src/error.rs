@@ -203,14 +203,15 @@ pub(crate) fn outcome_unknown(err: &redis::RedisError) -> bool {
 }
 
 /// Whether the server answered with error `code`. Redis 6 wraps an error raised inside a
-/// script as `ERR Error running script ...: @user_script:1: <CODE> ...`, so the code is looked
-/// for there too.
+/// script as `ERR Error running script ...: @user_script:17: <CODE> ...` (or `-<CODE>`), so
+/// the code is looked for there too.
 pub(crate) fn has_code(err: &redis::RedisError, code: &str) -> bool {
     match err.code() {
         Some(c) if c == code => true,
-        Some("ERR") => err
-            .detail()
-            .is_some_and(|d| d.contains("@user_script") && d.contains(&format!(": {code} "))),
+        Some("ERR") => err.detail().is_some_and(|d| {
+            d.contains("@user_script")
+                && (d.contains(&format!(": {code} ")) || d.contains(&format!(": -{code} ")))
+        }),
         _ => false,
     }
 }
