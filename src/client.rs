@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
 use crate::raw::rlock::Protocol;
 use crate::transport::pubsub::Hub;
+use crate::transport::Connection;
 
 /// State shared by the client handles, its locks and their guards.
 pub(crate) struct Shared {
@@ -130,7 +131,10 @@ impl LockClient {
         if config.publish_mode().resolved() == PublishMode::SPublish {
             require_commands(&mut conn, SHARDED_COMMANDS, SHARDED_NEEDED_BY).await?;
         }
-        let protocol = Protocol::new(conn, config.publish_mode().publish_command());
+        let protocol = Protocol::new(
+            Connection::Standalone(conn),
+            config.publish_mode().publish_command(),
+        );
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(
@@ -315,7 +319,7 @@ async fn spawn_watchdog(
             runtime.block_on(async move {
                 match connect_manager(client, &config).await {
                     Ok(conn) => {
-                        watchdog.protocol = Protocol::new(conn, publish);
+                        watchdog.protocol = Protocol::new(Connection::Standalone(conn), publish);
                         let _ = ready.send(Ok(()));
                         watchdog.run(shutdown).await;
                     }

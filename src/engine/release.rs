@@ -68,15 +68,19 @@ impl SpentLatches {
     /// latches back for the next sweep (`false`): a latch left behind would linger for its
     /// whole PX, long after every fault has healed.
     pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
-        let spent = std::mem::take(&mut *self.pending.lock());
-        for (i, chunk) in spent.chunks(LATCHES_PER_DEL).enumerate() {
-            if protocol.delete_latches(chunk).await.is_err() {
-                let failed = &spent[i * LATCHES_PER_DEL..];
-                self.pending.lock().extend_from_slice(failed);
-                return false;
+        let mut spent = std::mem::take(&mut *self.pending.lock());
+        // (One `DEL`'s keys must be ones the topology lets share a call.)
+        let batches = protocol
+            .connection()
+            .batches(&mut spent, |l| l, LATCHES_PER_DEL);
+        let mut swept = true;
+        for batch in batches {
+            if !swept || protocol.delete_latches(batch).await.is_err() {
+                swept = false;
+                self.pending.lock().extend_from_slice(batch);
             }
         }
-        true
+        swept
     }
 }
 

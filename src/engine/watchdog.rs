@@ -59,9 +59,13 @@ impl Watchdog {
     /// One renewal cycle over every entry with watchdog holds: batches of `batch_size` keys,
     /// up to [`BATCHES_IN_FLIGHT`] of them sent before the first reply is read.
     async fn renew_all(&self) {
-        let snapshot = self.holds.renewal_snapshot();
+        let mut snapshot = self.holds.renewal_snapshot();
         let lease_ms = Lease::Watchdog.millis(self.lease);
-        let batches: Vec<&[Renewal]> = snapshot.chunks(self.batch_size.max(1)).collect();
+        // One script's keys must be ones the topology lets share a call.
+        let batches: Vec<&[Renewal]> =
+            self.protocol
+                .connection()
+                .batches(&mut snapshot, |r| &r.key, self.batch_size);
         let mut next = 0;
         let mut in_flight: Vec<InFlightBatch> = Vec::with_capacity(BATCHES_IN_FLIGHT);
         let mut broken = false;

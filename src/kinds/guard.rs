@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
@@ -207,6 +208,17 @@ impl LockGuard {
     /// cannot release twice) is finished by the background task.
     pub async fn unlock(mut self) -> Result<()> {
         let hold = self.hold.take().expect("a LockGuard holds until consumed");
+        let span = tracing::debug_span!(
+            "unlock",
+            client_id = %hold.shared.client_id,
+            lock = %hold.name,
+            key = %hold.key,
+            owner = %hold.field,
+        );
+        Self::release(hold).instrument(span).await
+    }
+
+    async fn release(hold: Hold) -> Result<()> {
         let Some(unlock) = hold.surrender() else {
             return Err(Error::LockLost {
                 lock: hold.name.to_string(),

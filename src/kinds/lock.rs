@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::client::Shared;
 use crate::engine::handoff::{Forgotten, Outcome, Slot, Standing};
@@ -350,6 +351,26 @@ impl Lock {
         self.check()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
         let field: Arc<str> = owner.field(&self.shared.client_id).into();
+        // One span per acquire call; its events (retries, late holds) carry its fields.
+        let span = tracing::debug_span!(
+            "acquire",
+            client_id = %self.shared.client_id,
+            lock = %self.name,
+            key = %self.key,
+            owner = %field,
+        );
+        self.acquire_as(owner, field, wait, lease)
+            .instrument(span)
+            .await
+    }
+
+    async fn acquire_as(
+        &self,
+        owner: Owner,
+        field: Arc<str>,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<LockGuard>> {
         // A wait too long to represent is a wait without end.
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         // This owner's earlier holds of the lock still being released (or their lost acquire

@@ -14,7 +14,7 @@
 
 use std::sync::LazyLock;
 
-use redis::aio::ConnectionManager;
+use crate::transport::Connection;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
 
 static ACQUIRE: LazyLock<Script> =
@@ -44,7 +44,7 @@ fn evalsha(script: &Script, numkeys: usize, args: usize, bytes: usize) -> Cmd {
 async fn invoke<T: FromRedisValue>(
     script: &Script,
     cmd: &Cmd,
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
 ) -> RedisResult<T> {
     match cmd.query_async(conn).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -186,7 +186,7 @@ impl Release {
 /// The Redis side of RLock, over one multiplexed, self-reconnecting connection.
 #[derive(Clone)]
 pub(crate) struct Protocol {
-    conn: ConnectionManager,
+    conn: Connection,
     publish: &'static str,
     /// The `PUBSUB` subcommand that counts the publish command's listeners.
     numsub: &'static str,
@@ -198,7 +198,12 @@ impl Protocol {
         self.publish
     }
 
-    pub(crate) fn new(conn: ConnectionManager, publish: &'static str) -> Self {
+    /// The connection the scripts go through (for how to batch keys).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(crate) fn new(conn: Connection, publish: &'static str) -> Self {
         let numsub = if publish == "spublish" {
             "SHARDNUMSUB"
         } else {

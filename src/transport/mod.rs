@@ -1,5 +1,10 @@
-//! The connection side: the subscription hub that every waiter of a client shares (`pubsub`).
-//! The command connection is a redis-rs `ConnectionManager` held by `raw::rlock::Protocol`;
-//! cluster and sentinel connections come here.
+//! The connection side, the seam between the lock kinds and the topology: the command
+//! [`Connection`] (standalone now; cluster and sentinel are variants to add, with no change to
+//! the kinds or the engine), how many keys one call may carry ([`slots`]), and the
+//! subscription hub every waiter of a client shares ([`pubsub`]).
 
+mod connection;
 pub(crate) mod pubsub;
+pub(crate) mod slots;
+
+pub(crate) use connection::Connection;
