@@ -1,9 +1,6 @@
 //! The RAII guard of one hold of a lock.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,12 +8,10 @@ use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Shared;
-use crate::engine::holds::{Lease, LostReason, Surrender, Ticket};
-use crate::engine::release::{Job, Unlock};
-use crate::error::{Error, Result};
+use crate::engine::hold::Hold;
+use crate::engine::holds::{Lease, LostReason};
+use crate::error::Result;
 use crate::owner::Owner;
-use crate::raw::rlock::Release;
 
 /// Proof of one hold of a lock; releasing it releases that hold.
 ///
@@ -43,50 +38,6 @@ use crate::raw::rlock::Release;
 #[must_use = "the hold is released as soon as the guard is dropped"]
 pub struct LockGuard {
     hold: Option<Hold>,
-}
-
-/// Everything a live guard owns.
-pub(crate) struct Hold {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) name: Arc<str>,
-    pub(crate) key: Arc<str>,
-    pub(crate) field: Arc<str>,
-    pub(crate) owner: Owner,
-    pub(crate) lease: Lease,
-    pub(crate) ticket: Ticket,
-}
-
-impl Hold {
-    /// Reads the lease clock; a hold it finds lost is renewed no more.
-    fn check_clock(&self) -> bool {
-        let lost = self.ticket.lost.check_clock(Instant::now());
-        if lost {
-            self.shared.releaser.forget_lost(&self.ticket);
-        }
-        lost
-    }
-
-    /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
-    /// `None` if the lock was already lost.
-    fn surrender(&self) -> Option<Unlock> {
-        match self.shared.holds.surrender(&self.ticket, self.lease) {
-            Surrender::Lost(lost) => {
-                if let Some(lost) = lost {
-                    self.shared.releaser.release_lost(&lost);
-                }
-                None
-            }
-            Surrender::Live { last } => Some(
-                Unlock::new(
-                    self.name.clone(),
-                    self.key.clone(),
-                    self.field.clone(),
-                    self.lease.millis(self.shared.config.watchdog_timeout()),
-                )
-                .freeing(last),
-            ),
-        }
-    }
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -197,10 +148,10 @@ impl LockGuard {
     /// Releases this hold and reports the outcome.
     ///
     /// # Errors
-    /// - [`Error::LockLost`] if the lock had been lost before (nothing is sent to Redis);
-    /// - [`Error::NotOwner`] if Redis no longer shows this owner (the lock expired or was
+    /// - [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost before (nothing is sent to Redis);
+    /// - [`Error::NotOwner`](crate::Error::NotOwner) if Redis no longer shows this owner (the lock expired or was
     ///   force-unlocked and no renewal had noticed yet); nothing was changed;
-    /// - [`Error::Connection`] if no reply came after re-sending the same unlock a few times
+    /// - [`Error::Connection`](crate::Error::Connection) if no reply came after re-sending the same unlock a few times
     ///   (renewal has stopped, so the lock ends with its lease).
     ///
     /// # Cancel safety
@@ -215,111 +166,14 @@ impl LockGuard {
             key = %hold.key,
             owner = %hold.field,
         );
-        Self::release(hold).instrument(span).await
-    }
-
-    async fn release(hold: Hold) -> Result<()> {
-        let Some(unlock) = hold.surrender() else {
-            return Err(Error::LockLost {
-                lock: hold.name.to_string(),
-                owner: hold.field.to_string(),
-            });
-        };
-        let shared = &*hold.shared;
-        let result = match shared.releaser.offer(&unlock) {
-            None => {
-                // If this future is dropped mid-flight, the armed job finishes the unlock.
-                let mut pending = ArmedJob {
-                    shared,
-                    unlock: Some(unlock.clone()),
-                };
-                let result = unlock.run(&shared.releaser, None).await;
-                pending.unlock = None;
-                result
-            }
-            Some(offer) => {
-                // A hand-off's answers must be settled even if this future is dropped, so the
-                // release runs as a future of its own, finished by the release task if so.
-                let ctx = shared.releaser.clone();
-                Finishing {
-                    shared,
-                    hold: (hold.key.clone(), hold.field.clone()),
-                    release: Some(Box::pin(async move { unlock.run(&ctx, Some(offer)).await })),
-                }
-                .await
-            }
-        };
-        match result {
-            Ok((Release::Released, _)) => Ok(()),
-            Ok((Release::StillHeld, sent_at)) => {
-                hold.shared
-                    .holds
-                    .lease_reset(&hold.ticket, hold.lease, sent_at);
-                Ok(())
-            }
-            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
-                lock: hold.name.to_string(),
-                owner: hold.field.to_string(),
-            }),
-            Err(err) => Err(Error::from_redis(&hold.name, err)),
-        }
+        hold.release().instrument(span).await
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
-            if let Some(unlock) = hold.surrender() {
-                hold.shared.send_job(Job::Unlock(unlock));
-            }
-        }
-    }
-}
-
-/// Sends its unlock to the background task if dropped while still armed.
-struct ArmedJob<'a> {
-    shared: &'a Shared,
-    unlock: Option<Unlock>,
-}
-
-impl Drop for ArmedJob<'_> {
-    fn drop(&mut self) {
-        if let Some(unlock) = self.unlock.take() {
-            self.shared.send_job(Job::Unlock(unlock));
-        }
-    }
-}
-
-/// An unlock with a hand-off, in flight.
-type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instant)>> + Send>>;
-
-/// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
-struct Finishing<'a> {
-    shared: &'a Shared,
-    hold: crate::engine::release::HoldKey,
-    release: Option<Releasing>,
-}
-
-impl Future for Finishing<'_> {
-    type Output = redis::RedisResult<(Release, Instant)>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let release = self.release.as_mut().expect("polled after completion");
-        let answer = std::task::ready!(release.as_mut().poll(cx));
-        self.release = None;
-        Poll::Ready(answer)
-    }
-}
-
-impl Drop for Finishing<'_> {
-    fn drop(&mut self) {
-        if let Some(release) = self.release.take() {
-            self.shared.send_job(Job::Finish(
-                self.hold.clone(),
-                Box::pin(async move {
-                    let _ = release.await;
-                }),
-            ));
+            hold.abandon();
         }
     }
 }

@@ -1,0 +1,339 @@
+//! The acquire loop every lock kind shares: one attempt, then (when the call may wait) the
+//! subscription, the attempt once it is confirmed, parking for the unlock message, a local
+//! hand-off or the holder's remaining lease, and the attempts after each wake-up. Every
+//! attempt of one call carries the call's latch ([`AcquireRequest`]); an attempt in flight
+//! when the call is dropped is finished in the background ([`InFlight`]), and a waiter's place
+//! in the hand-off queue is given back when it goes ([`Parked`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::Shared;
+use crate::engine::handoff::{Forgotten, Outcome, Slot, Standing};
+use crate::engine::hold::Hold;
+use crate::engine::holds::{Lease, Ticket};
+use crate::engine::release::PendingAttempt;
+use crate::engine::request::AcquireRequest;
+use crate::error::{Error, Result};
+use crate::names;
+use crate::owner::Owner;
+use crate::raw::rlock::Attempt;
+
+/// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
+/// than Redisson or this crate), or after a connection error.
+const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
+
+/// Re-sends of one attempt whose answer was lost, before its caller hears of the error.
+const ATTEMPT_RESENDS: u32 = 3;
+const RESEND_PAUSE: Duration = Duration::from_millis(50);
+
+/// The lock an acquire call is for, as its kind's handle knows it.
+pub(crate) struct Target<'a> {
+    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) name: &'a Arc<str>,
+    pub(crate) key: &'a Arc<str>,
+}
+
+impl Target<'_> {
+    /// The acquire loop shared by every acquiring method of every kind. `wait: None` waits
+    /// forever.
+    pub(crate) async fn acquire(
+        &self,
+        owner: Owner,
+        field: Arc<str>,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<Hold>> {
+        // A wait too long to represent is a wait without end.
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+        // This owner's earlier holds of the lock still being released (or their lost acquire
+        // answers settled) in the background: an acquire now would be counted on top of them.
+        // Even `try_lock` waits that out, for as long as a reply may take.
+        let hold = (self.key.clone(), field.clone());
+        let settle_by =
+            deadline.map(|d| d.max(Instant::now() + self.shared.config.response_timeout()));
+        if !self.shared.releaser.pending.settled(&hold, settle_by).await {
+            return Ok(None);
+        }
+
+        let hub = &self.shared.hub;
+        // No channel for a single attempt (`try_lock`): it never waits.
+        let channel = (wait != Some(Duration::ZERO)).then(|| names::lock_channel(self.key));
+        // When another waiter of this client keeps the channel subscribed, join it first: one
+        // attempt, made while subscribed, then does what two (before and after) would.
+        let joined = channel.as_deref().and_then(|c| hub.join_live(c));
+        let mut attempted = joined.is_none();
+        // Every attempt of this call sends the same latch: it holds at most once.
+        let request = AcquireRequest::new(
+            self.shared.clone(),
+            self.name.clone(),
+            self.key.clone(),
+            field.clone(),
+            lease.millis(self.shared.config.watchdog_timeout()),
+        );
+        let subscription = match (joined, channel) {
+            (Some(subscription), _) => subscription,
+            (None, channel) => {
+                // First attempt before subscribing: the uncontended path costs one round trip.
+                if let Ok(guard) = self.attempt(&request, &field, owner, lease).await? {
+                    return Ok(Some(guard));
+                }
+                match channel {
+                    Some(channel) => hub.subscribe(&channel).await,
+                    None => return Ok(None),
+                }
+            }
+        };
+
+        let handoffs = self.shared.handoffs();
+        let parked = Parked {
+            lock: self,
+            owner,
+            request: &request,
+            slot: Slot::new(
+                field.clone(),
+                lease,
+                request.lease_ms(),
+                request.latch_cell(),
+            ),
+        };
+        let mut failures = 0u32;
+        loop {
+            let epoch = hub.epoch();
+            let notified = subscription.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Signalled by a hand-off's answer; a permit left from an answer already read is
+            // drained first.
+            let answered = parked.slot.ready().notified();
+            tokio::pin!(answered);
+            while answered.as_mut().enable() {
+                answered.set(parked.slot.ready().notified());
+            }
+
+            let reply = match handoffs.leave(self.key, &parked.slot) {
+                Standing::Pending => {
+                    // A release is acquiring for this waiter: the answer is one reply away,
+                    // and an attempt of its own now could acquire twice.
+                    answered.as_mut().await;
+                    continue;
+                }
+                Standing::Answered(Outcome::Acquired(ticket)) => {
+                    request.spend();
+                    return Ok(Some(self.hold(&field, owner, lease, ticket)));
+                }
+                Standing::Answered(Outcome::Held { pttl_ms }) => {
+                    request.answered(Instant::now());
+                    Some(Ok(Err(pttl_ms)))
+                }
+                Standing::Answered(Outcome::Failed(err, sent_at)) => {
+                    // It may have acquired: the next attempt (same latch) finds out.
+                    request.answer_lost(sent_at);
+                    attempted = true; // waiting already: retried like its own attempts
+                    Some(Err(Error::from_redis(self.name, err)))
+                }
+                Standing::Answered(Outcome::Withdrawn) | Standing::Free => None,
+            };
+            // An owner of this client that holds the lock has not sent its unlock yet (it
+            // leaves the registry first), and a hand-off in flight registers its waiter before
+            // it finishes; so with the subscription confirmed the unlock message (or the
+            // hand-off) is sure to reach this waiter, and an attempt now could only fail.
+            // (Should that owner lose the lock instead, the watchdog wakes this channel.)
+            let reply = match reply {
+                Some(reply) => Some(reply),
+                None if subscription.is_confirmed()
+                    && (self.shared.holds.held_by_other(self.key, &field)
+                        || handoffs.in_flight(self.key)) =>
+                {
+                    None
+                }
+                // Retry now that the subscription is live: an unlock published before it was
+                // confirmed would otherwise be missed.
+                None => Some(self.attempt(&request, &field, owner, lease).await),
+            };
+            let pttl = match reply {
+                None => self.shared.config.watchdog_timeout().as_millis() as i64,
+                Some(Ok(Ok(guard))) => return Ok(Some(guard)),
+                Some(Ok(Err(p))) => {
+                    attempted = true;
+                    failures = 0;
+                    p
+                }
+                Some(Err(err)) if err.is_connection() && attempted => {
+                    failures += 1;
+                    tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
+                    backoff(failures).as_millis() as i64
+                }
+                Some(Err(err)) => return Err(err),
+            };
+
+            let mut sleep = match pttl {
+                p if p > 0 => Duration::from_millis(p as u64),
+                -1 => MAX_BLIND_WAIT,
+                _ => Duration::ZERO, // gone already: try again at once
+            };
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                sleep = sleep.min(left);
+            }
+            if hub.epoch() != epoch {
+                continue; // the pub/sub connection came back: messages may have been lost
+            }
+            self.shared.check_open()?;
+            // Asleep, this waiter may be handed the lock by a release of this client.
+            handoffs.park(self.key, &parked.slot, subscription.is_confirmed());
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = &mut answered => {}
+                _ = tokio::time::sleep(sleep) => {}
+            }
+            if self.shared.is_closed() {
+                return Err(Error::Shutdown);
+            }
+        }
+    }
+
+    /// A hold just acquired and registered under `ticket`.
+    fn hold(&self, field: &Arc<str>, owner: Owner, lease: Lease, ticket: Ticket) -> Hold {
+        Hold {
+            shared: self.shared.clone(),
+            name: self.name.clone(),
+            key: self.key.clone(),
+            field: field.clone(),
+            owner,
+            lease,
+            ticket,
+        }
+    }
+
+    /// One acquire attempt: `Ok(Ok(hold))` acquired, `Ok(Err(pttl))` held by another.
+    ///
+    /// An attempt whose answer is lost is re-sent a few times with the call's latch (exact:
+    /// at most one hold) before the error is returned; the call's [`AcquireRequest`] then
+    /// settles it. A hold whose answer comes after its lease has run out (the process froze,
+    /// Redis stalled) is released rather than handed out, and reported as free to try again.
+    async fn attempt(
+        &self,
+        request: &AcquireRequest,
+        field: &Arc<str>,
+        owner: Owner,
+        lease: Lease,
+    ) -> Result<std::result::Result<Hold, i64>> {
+        let mut resends = 0;
+        loop {
+            let latch = request.latch();
+            let sent_at = Instant::now();
+            let call = self.shared.protocol.acquire(request.args(&latch));
+            let reply = InFlight {
+                attempt: Some(Box::pin(call)),
+                request,
+                sent_at,
+            }
+            .await;
+            match reply {
+                Ok(Attempt::Acquired) => {
+                    let since = request.answered(sent_at);
+                    let lease_len = Duration::from_millis(request.lease_ms());
+                    if Instant::now() >= since + lease_len {
+                        tracing::warn!(lock = %self.name, "acquired after the lease ran out (a freeze or a stall); releasing it");
+                        request.release_late_hold().await;
+                        return Ok(Err(0));
+                    }
+                    let ticket = self.shared.holds.register(self.key, field, lease, since);
+                    request.spend();
+                    return Ok(Ok(self.hold(field, owner, lease, ticket)));
+                }
+                Ok(Attempt::Held { pttl_ms }) => {
+                    request.answered(sent_at);
+                    return Ok(Err(pttl_ms));
+                }
+                Err(err) if crate::error::is_transient(&err) => {
+                    // A refused connection never carried the command, a server error is an
+                    // answer: nothing to settle then.
+                    if crate::error::outcome_unknown(&err) {
+                        request.answer_lost(sent_at);
+                    }
+                    if resends < ATTEMPT_RESENDS {
+                        resends += 1;
+                        tracing::debug!(lock = %self.name, error = %err, "acquire answer lost; re-sending with the same latch");
+                        tokio::time::sleep(RESEND_PAUSE * resends).await;
+                        continue;
+                    }
+                    return Err(Error::from_redis(self.name, err));
+                }
+                Err(err) => return Err(Error::from_redis(self.name, err)),
+            }
+        }
+    }
+}
+
+/// A waiter's place in the hand-off queue. Dropped (the wait is over, or its future was
+/// cancelled), it leaves the queue; a hold a hand-off acquired for it that it never read is
+/// released, like a dropped guard, and a hand-off still in flight settles its own answer.
+struct Parked<'a> {
+    lock: &'a Target<'a>,
+    owner: Owner,
+    request: &'a AcquireRequest,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        let lock = self.lock;
+        match lock.shared.handoffs().forget(lock.key, &self.slot) {
+            Forgotten::Unread(Outcome::Acquired(ticket)) => {
+                tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
+                self.request.spend();
+                lock.hold(self.slot.field(), self.owner, self.slot.lease(), ticket)
+                    .abandon();
+            }
+            Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),
+            Forgotten::Unread(Outcome::Held { .. }) => {
+                self.request.answered(Instant::now());
+            }
+            Forgotten::InFlight => self.request.hand_over(),
+            Forgotten::Unread(Outcome::Withdrawn) | Forgotten::Nothing => {}
+        }
+    }
+}
+
+/// An acquire script call in flight. Dropped before its reply, it hands the call to the
+/// background task, which awaits it and releases the hold if it was acquired (asking the
+/// latch if the answer is lost): a cancelled acquire never leaves a hold without a guard.
+struct InFlight<'a> {
+    attempt: Option<PendingAttempt>,
+    request: &'a AcquireRequest,
+    sent_at: Instant,
+}
+
+impl Future for InFlight<'_> {
+    type Output = redis::RedisResult<Attempt>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let attempt = self.attempt.as_mut().expect("polled after completion");
+        let reply = std::task::ready!(attempt.as_mut().poll(cx));
+        self.attempt = None;
+        Poll::Ready(reply)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(attempt) = self.attempt.take() {
+            self.request.abandon(attempt, self.sent_at);
+        }
+    }
+}
+
+fn backoff(failures: u32) -> Duration {
+    let ms = 50u64.saturating_mul(1 << failures.min(5));
+    Duration::from_millis(ms).min(MAX_BLIND_WAIT)
+}

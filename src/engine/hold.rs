@@ -1,0 +1,170 @@
+//! One hold as the engine sees it: what a live guard owns, how it is given up (the lease
+//! clock first: a hold already lost sends nothing), and the release of it, finished by the
+//! background task if its caller goes away. The public `LockGuard` of every kind wraps one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::time::Instant;
+
+use crate::client::Shared;
+use crate::engine::holds::{Lease, Surrender, Ticket};
+use crate::engine::release::{Job, Unlock};
+use crate::error::{Error, Result};
+use crate::owner::Owner;
+use crate::raw::rlock::Release;
+
+/// Everything a live guard owns.
+pub(crate) struct Hold {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) name: Arc<str>,
+    pub(crate) key: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) owner: Owner,
+    pub(crate) lease: Lease,
+    pub(crate) ticket: Ticket,
+}
+
+impl Hold {
+    /// Reads the lease clock; a hold it finds lost is renewed no more.
+    pub(crate) fn check_clock(&self) -> bool {
+        let lost = self.ticket.lost.check_clock(Instant::now());
+        if lost {
+            self.shared.releaser.forget_lost(&self.ticket);
+        }
+        lost
+    }
+
+    /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
+    /// `None` if the lock was already lost.
+    pub(crate) fn surrender(&self) -> Option<Unlock> {
+        match self.shared.holds.surrender(&self.ticket, self.lease) {
+            Surrender::Lost(lost) => {
+                if let Some(lost) = lost {
+                    self.shared.releaser.release_lost(&lost);
+                }
+                None
+            }
+            Surrender::Live { last } => Some(
+                Unlock::new(
+                    self.name.clone(),
+                    self.key.clone(),
+                    self.field.clone(),
+                    self.lease.millis(self.shared.config.watchdog_timeout()),
+                )
+                .freeing(last),
+            ),
+        }
+    }
+
+    /// Gives the hold up and has the background task release it (a dropped guard, a hold
+    /// handed to a waiter that is gone).
+    pub(crate) fn abandon(self) {
+        if let Some(unlock) = self.surrender() {
+            self.shared.send_job(Job::Unlock(unlock));
+        }
+    }
+
+    /// Gives the hold up and releases it in Redis (the body of `LockGuard::unlock`).
+    ///
+    /// # Cancel safety
+    /// If this future is dropped before the reply arrives, the same unlock (same latch, so it
+    /// cannot release twice) is finished by the background task.
+    pub(crate) async fn release(self) -> Result<()> {
+        let hold = self;
+        let Some(unlock) = hold.surrender() else {
+            return Err(Error::LockLost {
+                lock: hold.name.to_string(),
+                owner: hold.field.to_string(),
+            });
+        };
+        let shared = &*hold.shared;
+        let result = match shared.releaser.offer(&unlock) {
+            None => {
+                // If this future is dropped mid-flight, the armed job finishes the unlock.
+                let mut pending = ArmedJob {
+                    shared,
+                    unlock: Some(unlock.clone()),
+                };
+                let result = unlock.run(&shared.releaser, None).await;
+                pending.unlock = None;
+                result
+            }
+            Some(offer) => {
+                // A hand-off's answers must be settled even if this future is dropped, so the
+                // release runs as a future of its own, finished by the release task if so.
+                let ctx = shared.releaser.clone();
+                Finishing {
+                    shared,
+                    hold: (hold.key.clone(), hold.field.clone()),
+                    release: Some(Box::pin(async move { unlock.run(&ctx, Some(offer)).await })),
+                }
+                .await
+            }
+        };
+        match result {
+            Ok((Release::Released, _)) => Ok(()),
+            Ok((Release::StillHeld, sent_at)) => {
+                hold.shared
+                    .holds
+                    .lease_reset(&hold.ticket, hold.lease, sent_at);
+                Ok(())
+            }
+            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
+                lock: hold.name.to_string(),
+                owner: hold.field.to_string(),
+            }),
+            Err(err) => Err(Error::from_redis(&hold.name, err)),
+        }
+    }
+}
+
+/// Sends its unlock to the background task if dropped while still armed.
+struct ArmedJob<'a> {
+    shared: &'a Shared,
+    unlock: Option<Unlock>,
+}
+
+impl Drop for ArmedJob<'_> {
+    fn drop(&mut self) {
+        if let Some(unlock) = self.unlock.take() {
+            self.shared.send_job(Job::Unlock(unlock));
+        }
+    }
+}
+
+/// An unlock with a hand-off, in flight.
+type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instant)>> + Send>>;
+
+/// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
+struct Finishing<'a> {
+    shared: &'a Shared,
+    hold: crate::engine::release::HoldKey,
+    release: Option<Releasing>,
+}
+
+impl Future for Finishing<'_> {
+    type Output = redis::RedisResult<(Release, Instant)>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let release = self.release.as_mut().expect("polled after completion");
+        let answer = std::task::ready!(release.as_mut().poll(cx));
+        self.release = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl Drop for Finishing<'_> {
+    fn drop(&mut self) {
+        if let Some(release) = self.release.take() {
+            self.shared.send_job(Job::Finish(
+                self.hold.clone(),
+                Box::pin(async move {
+                    let _ = release.await;
+                }),
+            ));
+        }
+    }
+}
