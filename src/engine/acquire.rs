@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::client::Shared;
-use crate::engine::handoff::{Forgotten, Outcome, Slot, Standing};
+use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
 use crate::engine::holds::{Lease, Ticket};
 use crate::engine::release::PendingAttempt;
@@ -95,7 +95,7 @@ impl Target<'_> {
             lock: self,
             owner,
             request: &request,
-            slot: Slot::new(
+            place: Place::new(
                 field.clone(),
                 lease,
                 request.lease_ms(),
@@ -110,13 +110,13 @@ impl Target<'_> {
             notified.as_mut().enable();
             // Signalled by a hand-off's answer; a permit left from an answer already read is
             // drained first.
-            let answered = parked.slot.ready().notified();
+            let answered = parked.place.ready().notified();
             tokio::pin!(answered);
             while answered.as_mut().enable() {
-                answered.set(parked.slot.ready().notified());
+                answered.set(parked.place.ready().notified());
             }
 
-            let reply = match handoffs.leave(self.key, &parked.slot) {
+            let reply = match handoffs.leave(self.key, &parked.place) {
                 Standing::Pending => {
                     // A release is acquiring for this waiter: the answer is one reply away,
                     // and an attempt of its own now could acquire twice.
@@ -189,7 +189,7 @@ impl Target<'_> {
             }
             self.shared.check_open()?;
             // Asleep, this waiter may be handed the lock by a release of this client.
-            handoffs.park(self.key, &parked.slot, subscription.is_confirmed());
+            handoffs.park(self.key, &parked.place, subscription.is_confirmed());
             tokio::select! {
                 _ = &mut notified => {}
                 _ = &mut answered => {}
@@ -282,17 +282,17 @@ struct Parked<'a> {
     lock: &'a Target<'a>,
     owner: Owner,
     request: &'a AcquireRequest,
-    slot: Arc<Slot>,
+    place: Arc<Place>,
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let lock = self.lock;
-        match lock.shared.handoffs().forget(lock.key, &self.slot) {
+        match lock.shared.handoffs().forget(lock.key, &self.place) {
             Forgotten::Unread(Outcome::Acquired(ticket)) => {
                 tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
                 self.request.spend();
-                lock.hold(self.slot.field(), self.owner, self.slot.lease(), ticket)
+                lock.hold(self.place.field(), self.owner, self.place.lease(), ticket)
                     .abandon();
             }
             Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),

@@ -50,18 +50,18 @@ pub(crate) struct Handoffs {
     closed: AtomicBool,
     /// Waiters parked on any key: releases skip the table while it is zero.
     parked: AtomicUsize,
-    table: Mutex<Table>,
+    table: Mutex<Queues>,
 }
 
 #[derive(Default)]
-struct Table {
+struct Queues {
     keys: HashMap<Arc<str>, KeyState>,
     sweep_at: usize,
 }
 
 struct KeyState {
     /// Waiters asleep on the key, oldest first.
-    queue: VecDeque<Arc<Slot>>,
+    queue: VecDeque<Arc<Place>>,
     /// Hand-offs sent and not answered yet.
     in_flight: u32,
     /// The last count found this client alone on the channel.
@@ -76,18 +76,18 @@ impl KeyState {
 }
 
 /// One waiter's place: who it acquires for, and the answer to its hand-off.
-pub(crate) struct Slot {
+pub(crate) struct Place {
     field: Arc<str>,
     lease: Lease,
     lease_ms: u64,
     /// The waiter's acquire latch: a hand-off acquires under it, so the waiter's own re-send
     /// after a lost answer cannot count a second hold.
     latch: LatchCell,
-    state: Mutex<SlotState>,
+    state: Mutex<PlaceState>,
     ready: Notify,
 }
 
-enum SlotState {
+enum PlaceState {
     /// Not parked: between rounds, or making an attempt of its own.
     Idle,
     Parked,
@@ -123,25 +123,30 @@ pub(crate) enum Forgotten {
     InFlight,
 }
 
-/// Where a waiter stands when it looks at its slot.
+/// Where a waiter stands when it looks at its place.
 #[derive(Debug)]
 pub(crate) enum Standing {
     /// Free to attempt (it has left the queue, if it was in it).
     Free,
-    /// A release is acquiring for it: wait for [`Slot::ready`].
+    /// A release is acquiring for it: wait for [`Place::ready`].
     Pending,
     /// A hand-off has answered.
     Answered(Outcome),
 }
 
-impl Slot {
-    pub(crate) fn new(field: Arc<str>, lease: Lease, lease_ms: u64, latch: LatchCell) -> Arc<Slot> {
-        Arc::new(Slot {
+impl Place {
+    pub(crate) fn new(
+        field: Arc<str>,
+        lease: Lease,
+        lease_ms: u64,
+        latch: LatchCell,
+    ) -> Arc<Place> {
+        Arc::new(Place {
             field,
             lease,
             lease_ms,
             latch,
-            state: Mutex::new(SlotState::Idle),
+            state: Mutex::new(PlaceState::Idle),
             ready: Notify::new(),
         })
     }
@@ -168,7 +173,7 @@ impl Handoffs {
             enabled,
             closed: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(Queues::default()),
         }
     }
 
@@ -185,15 +190,15 @@ impl Handoffs {
     /// Parks an idle waiter on `key` until a release takes it or it [`leave`](Self::leave)s.
     /// Only a waiter whose subscription is `confirmed` is queued for hand-offs (the counts
     /// that allow them must include it); others, and all with hand-off off, are only counted.
-    pub(crate) fn park(&self, key: &Arc<str>, slot: &Arc<Slot>, confirmed: bool) {
+    pub(crate) fn park(&self, key: &Arc<str>, place: &Arc<Place>, confirmed: bool) {
         let mut table = self.table.lock();
-        let mut state = slot.state.lock();
-        if !matches!(*state, SlotState::Idle) {
+        let mut state = place.state.lock();
+        if !matches!(*state, PlaceState::Idle) {
             return;
         }
-        *state = SlotState::Parked;
+        *state = PlaceState::Parked;
         if self.enabled && confirmed {
-            table.entry(key).queue.push_back(slot.clone());
+            table.entry(key).queue.push_back(place.clone());
         }
         self.parked.fetch_add(1, Ordering::Relaxed);
     }
@@ -204,37 +209,37 @@ impl Handoffs {
     }
 
     /// Takes the waiter out of the queue and reports where it stands.
-    pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>) -> Standing {
+    pub(crate) fn leave(&self, key: &str, place: &Arc<Place>) -> Standing {
         let mut table = self.table.lock();
-        let mut state = slot.state.lock();
-        match std::mem::replace(&mut *state, SlotState::Idle) {
-            SlotState::Parked => {
-                table.unqueue(key, slot);
+        let mut state = place.state.lock();
+        match std::mem::replace(&mut *state, PlaceState::Idle) {
+            PlaceState::Parked => {
+                table.unqueue(key, place);
                 self.parked.fetch_sub(1, Ordering::Relaxed);
                 Standing::Free
             }
-            SlotState::Idle | SlotState::Gone => Standing::Free,
-            SlotState::Taken => {
-                *state = SlotState::Taken;
+            PlaceState::Idle | PlaceState::Gone => Standing::Free,
+            PlaceState::Taken => {
+                *state = PlaceState::Taken;
                 Standing::Pending
             }
-            SlotState::Done(outcome) => Standing::Answered(outcome),
+            PlaceState::Done(outcome) => Standing::Answered(outcome),
         }
     }
 
     /// The waiter is going away: takes it out of the queue and tells what is left to settle.
-    pub(crate) fn forget(&self, key: &str, slot: &Arc<Slot>) -> Forgotten {
+    pub(crate) fn forget(&self, key: &str, place: &Arc<Place>) -> Forgotten {
         let mut table = self.table.lock();
-        let mut state = slot.state.lock();
-        match std::mem::replace(&mut *state, SlotState::Gone) {
-            SlotState::Parked => {
-                table.unqueue(key, slot);
+        let mut state = place.state.lock();
+        match std::mem::replace(&mut *state, PlaceState::Gone) {
+            PlaceState::Parked => {
+                table.unqueue(key, place);
                 self.parked.fetch_sub(1, Ordering::Relaxed);
                 Forgotten::Nothing
             }
-            SlotState::Done(outcome) => Forgotten::Unread(outcome),
-            SlotState::Taken => Forgotten::InFlight,
-            SlotState::Idle | SlotState::Gone => Forgotten::Nothing,
+            PlaceState::Done(outcome) => Forgotten::Unread(outcome),
+            PlaceState::Taken => Forgotten::InFlight,
+            PlaceState::Idle | PlaceState::Gone => Forgotten::Nothing,
         }
     }
 
@@ -269,12 +274,12 @@ impl Handoffs {
         state.used = Instant::now();
         let mut waiter = None;
         if state.alone && subscribed {
-            let slot = state.queue.pop_front().expect("not empty");
-            *slot.state.lock() = SlotState::Taken;
+            let place = state.queue.pop_front().expect("not empty");
+            *place.state.lock() = PlaceState::Taken;
             self.parked.fetch_sub(1, Ordering::Relaxed);
             state.in_flight += 1;
-            let latch = slot.latch.lock().clone();
-            waiter = Some((slot, latch));
+            let latch = place.latch.lock().clone();
+            waiter = Some((place, latch));
         }
         Some(Offer {
             handoffs: self.clone(),
@@ -285,7 +290,7 @@ impl Handoffs {
     }
 }
 
-impl Table {
+impl Queues {
     fn entry(&mut self, key: &Arc<str>) -> &mut KeyState {
         let now = Instant::now();
         if !self.keys.contains_key(key) && self.keys.len() >= self.sweep_at {
@@ -302,10 +307,10 @@ impl Table {
         state
     }
 
-    fn unqueue(&mut self, key: &str, slot: &Arc<Slot>) {
+    fn unqueue(&mut self, key: &str, place: &Arc<Place>) {
         if let Some(state) = self.keys.get_mut(key) {
             // (Not there when it was only counted.)
-            state.queue.retain(|s| !Arc::ptr_eq(s, slot));
+            state.queue.retain(|s| !Arc::ptr_eq(s, place));
         }
     }
 }
@@ -317,7 +322,7 @@ pub(crate) struct Offer {
     handoffs: Arc<Handoffs>,
     key: Arc<str>,
     /// The waiter taken, and the latch it acquires under.
-    waiter: Option<(Arc<Slot>, Arc<str>)>,
+    waiter: Option<(Arc<Place>, Arc<str>)>,
     settled: bool,
 }
 
@@ -359,30 +364,30 @@ impl Offer {
         self.settled = true;
         let mut orphan = None;
         let mut missed = false;
-        if let (Some((slot, latch)), Some(attempt)) = (&self.waiter, attempt) {
-            let mut state = slot.state.lock();
+        if let (Some((place, latch)), Some(attempt)) = (&self.waiter, attempt) {
+            let mut state = place.state.lock();
             let orphan_of = |acquired| Orphan {
-                field: slot.field.clone(),
-                lease_ms: slot.lease_ms,
+                field: place.field.clone(),
+                lease_ms: place.lease_ms,
                 latch: latch.clone(),
                 acquired,
             };
             let outcome = match attempt {
                 // The waiter went away while its hand-off was in flight: this release settles
                 // what the acquire did.
-                Ok(Attempt::Acquired) if matches!(*state, SlotState::Gone) => {
+                Ok(Attempt::Acquired) if matches!(*state, PlaceState::Gone) => {
                     orphan = Some(orphan_of(true));
                     None
                 }
-                Err(err) if matches!(*state, SlotState::Gone) && err.kind() != NO_SCRIPT => {
+                Err(err) if matches!(*state, PlaceState::Gone) && err.kind() != NO_SCRIPT => {
                     orphan = Some(orphan_of(false));
                     None
                 }
-                _ if matches!(*state, SlotState::Gone) => None,
+                _ if matches!(*state, PlaceState::Gone) => None,
                 Ok(Attempt::Acquired) => Some(Outcome::Acquired(holds.register(
                     &self.key,
-                    &slot.field,
-                    slot.lease,
+                    &place.field,
+                    place.lease,
                     sent_at,
                 ))),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
@@ -392,10 +397,10 @@ impl Offer {
             };
             missed = !matches!(outcome, Some(Outcome::Acquired(_)));
             if let Some(outcome) = outcome {
-                *state = SlotState::Done(outcome);
+                *state = PlaceState::Done(outcome);
             }
             drop(state);
-            slot.ready.notify_one();
+            place.ready.notify_one();
         }
         // This client's own subscription is one of the listeners; an unread count is not 1.
         self.finish(Some(listeners == Some(1)));
@@ -422,13 +427,13 @@ impl Drop for Offer {
         if self.settled {
             return;
         }
-        if let Some((slot, _)) = &self.waiter {
-            let mut state = slot.state.lock();
-            if matches!(*state, SlotState::Taken) {
-                *state = SlotState::Done(Outcome::Withdrawn);
+        if let Some((place, _)) = &self.waiter {
+            let mut state = place.state.lock();
+            if matches!(*state, PlaceState::Taken) {
+                *state = PlaceState::Done(Outcome::Withdrawn);
             }
             drop(state);
-            slot.ready.notify_one();
+            place.ready.notify_one();
         }
         self.finish(None);
     }
@@ -438,9 +443,9 @@ impl Drop for Offer {
 mod tests {
     use super::*;
 
-    fn slot(field: &str) -> Arc<Slot> {
+    fn place(field: &str) -> Arc<Place> {
         let latch: Arc<str> = format!("latch-{field}").into();
-        Slot::new(
+        Place::new(
             field.into(),
             Lease::Watchdog,
             30_000,
@@ -459,7 +464,7 @@ mod tests {
     fn hands_off_to_the_oldest_waiter_only_when_alone() {
         let handoffs = Arc::new(Handoffs::new(true));
         let key: Arc<str> = "k".into();
-        let (a, b) = (slot("u:1"), slot("u:2"));
+        let (a, b) = (place("u:1"), place("u:2"));
         assert!(
             handoffs.offer(&key, true).is_none(),
             "no waiter: plain unlock"
@@ -500,7 +505,7 @@ mod tests {
     fn a_waiter_that_left_is_never_taken() {
         let handoffs = Arc::new(Handoffs::new(true));
         let key: Arc<str> = "k".into();
-        let a = slot("u:1");
+        let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         assert!(matches!(handoffs.leave("k", &a), Standing::Free));
@@ -511,7 +516,7 @@ mod tests {
     fn a_hold_acquired_for_a_gone_waiter_is_returned_to_undo() {
         let handoffs = Arc::new(Handoffs::new(true));
         let key: Arc<str> = "k".into();
-        let a = slot("u:1");
+        let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         let offer = handoffs.offer(&key, true).unwrap();
@@ -527,7 +532,7 @@ mod tests {
     fn an_unsent_offer_gives_the_waiter_back() {
         let handoffs = Arc::new(Handoffs::new(true));
         let key: Arc<str> = "k".into();
-        let a = slot("u:1");
+        let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         drop(handoffs.offer(&key, true).unwrap());
@@ -542,14 +547,14 @@ mod tests {
     fn disabled_or_closed_never_offers() {
         let key: Arc<str> = "k".into();
         let off = Arc::new(Handoffs::new(false));
-        let a = slot("u:1");
+        let a = place("u:1");
         off.park(&key, &a, true);
         assert_eq!(off.parked(), 1, "counted all the same");
         assert!(off.offer(&key, true).is_none());
         assert!(matches!(off.leave("k", &a), Standing::Free));
         assert_eq!(off.parked(), 0);
         let closed = Arc::new(Handoffs::new(true));
-        closed.park(&key, &slot("u:1"), true);
+        closed.park(&key, &place("u:1"), true);
         alone(&closed, &key);
         closed.close();
         assert!(closed.offer(&key, true).is_none());

@@ -136,7 +136,7 @@ impl Drop for ArmedJob<'_> {
 }
 
 /// An unlock with a hand-off, in flight.
-type Releasing = Pin<Box<dyn Future<Output = redis::RedisResult<(Release, Instant)>> + Send>>;
+type Releasing = crate::engine::BoxFuture<redis::RedisResult<(Release, Instant)>>;
 
 /// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
 struct Finishing<'a> {

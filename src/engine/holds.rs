@@ -7,10 +7,10 @@
 //! Redis, so no renewal outlives its hold, and an entry present here means its owner has not
 //! yet sent the unlock that frees the lock.
 //!
-//! Entries live in a slab (a `Vec` of slots). An index maps each lock key to the slot of its
+//! Entries live in a slab (a `Vec` of cells). An index maps each lock key to the cell of its
 //! first entry; the entries of other owners of the same key (rare) chain from there. A guard
-//! and a renewal snapshot remember their entry's slot, so surrendering a hold or confirming
-//! 100k renewals costs a slot access each, not a hash lookup of two strings.
+//! and a renewal snapshot remember their entry's cell, so surrendering a hold or confirming
+//! 100k renewals costs a cell access each, not a hash lookup of two strings.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -202,7 +202,7 @@ struct Entry {
     field: Arc<str>,
     /// The next entry of the same key (another owner of this client).
     next: Option<usize>,
-    /// Distinguishes this entry from a later one in the same slot.
+    /// Distinguishes this entry from a later one in the same cell.
     id: u64,
     watchdog_holds: u32,
     lease_holds: u32,
@@ -236,7 +236,7 @@ impl Entry {
 /// A guard's claim on an entry.
 #[derive(Debug, Clone)]
 pub(crate) struct Ticket {
-    slot: usize,
+    cell: usize,
     entry_id: u64,
     pub(crate) lost: LostSignal,
 }
@@ -294,60 +294,60 @@ fn announce(lost: Vec<(LostHold, LostSignal)>) -> Vec<LostHold> {
         .collect()
 }
 
-/// The entries: a slab of slots, and an index from lock key to the first slot of its chain.
+/// The entries: a slab of cells, and an index from lock key to the first cell of its chain.
 #[derive(Default)]
-struct Table {
+struct Slab {
     index: HashMap<Arc<str>, usize>,
-    slots: Vec<Option<Entry>>,
+    cells: Vec<Option<Entry>>,
     free: Vec<usize>,
     len: usize,
 }
 
-impl Table {
+impl Slab {
     /// The entries of `key`, one per owner of this client holding it.
     fn chain<'a>(&'a self, key: &str) -> impl Iterator<Item = (usize, &'a Entry)> + 'a {
         let mut next = self.index.get(key).copied();
         std::iter::from_fn(move || {
-            let slot = next?;
-            let entry = self.slots[slot]
+            let cell = next?;
+            let entry = self.cells[cell]
                 .as_ref()
-                .expect("a chained slot is occupied");
+                .expect("a chained cell is occupied");
             next = entry.next;
-            Some((slot, entry))
+            Some((cell, entry))
         })
     }
 
     fn find(&self, key: &str, field: &str) -> Option<usize> {
         self.chain(key)
             .find(|(_, e)| *e.field == *field)
-            .map(|(slot, _)| slot)
+            .map(|(cell, _)| cell)
     }
 
-    /// The entry in `slot` if it is still entry `id` (slots are reused, ids never are).
-    fn slot_mut(&mut self, slot: usize, id: u64) -> Option<&mut Entry> {
-        self.slots
-            .get_mut(slot)?
+    /// The entry in `cell` if it is still entry `id` (cells are reused, ids never are).
+    fn cell_mut(&mut self, cell: usize, id: u64) -> Option<&mut Entry> {
+        self.cells
+            .get_mut(cell)?
             .as_mut()
             .filter(|entry| entry.id == id)
     }
 
     fn insert(&mut self, mut entry: Entry) -> usize {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(None);
-            self.slots.len() - 1
+        let cell = self.free.pop().unwrap_or_else(|| {
+            self.cells.push(None);
+            self.cells.len() - 1
         });
-        entry.next = self.index.insert(entry.key.clone(), slot);
-        self.slots[slot] = Some(entry);
+        entry.next = self.index.insert(entry.key.clone(), cell);
+        self.cells[cell] = Some(entry);
         self.len += 1;
-        slot
+        cell
     }
 
-    /// Takes the entry in `slot` out of the table, if it is still entry `id`.
-    fn remove(&mut self, slot: usize, id: u64) -> Option<Entry> {
-        self.slot_mut(slot, id)?;
-        let entry = self.slots[slot].take().expect("checked above");
+    /// Takes the entry in `cell` out of the table, if it is still entry `id`.
+    fn remove(&mut self, cell: usize, id: u64) -> Option<Entry> {
+        self.cell_mut(cell, id)?;
+        let entry = self.cells[cell].take().expect("checked above");
         let head = self.index.get(&*entry.key).copied();
-        if head == Some(slot) {
+        if head == Some(cell) {
             match entry.next {
                 Some(next) => *self.index.get_mut(&*entry.key).expect("indexed") = next,
                 None => {
@@ -357,8 +357,8 @@ impl Table {
         } else {
             let mut at = head.expect("an entry's key is indexed");
             loop {
-                let prev = self.slots[at].as_mut().expect("a chained slot is occupied");
-                if prev.next == Some(slot) {
+                let prev = self.cells[at].as_mut().expect("a chained cell is occupied");
+                if prev.next == Some(cell) {
                     prev.next = entry.next;
                     break;
                 }
@@ -368,26 +368,26 @@ impl Table {
         self.len -= 1;
         if self.len == 0 {
             // Nothing held any more: give the memory back.
-            *self = Table::default();
+            *self = Slab::default();
         } else {
-            self.free.push(slot);
+            self.free.push(cell);
         }
         Some(entry)
     }
 
     fn values(&self) -> impl Iterator<Item = &Entry> {
-        self.slots.iter().flatten()
+        self.cells.iter().flatten()
     }
 
     fn occupied(&self) -> impl Iterator<Item = (usize, &Entry)> {
-        self.slots
+        self.cells
             .iter()
             .enumerate()
-            .filter_map(|(slot, e)| e.as_ref().map(|e| (slot, e)))
+            .filter_map(|(cell, e)| e.as_ref().map(|e| (cell, e)))
     }
 
     fn drain(&mut self) -> Vec<Entry> {
-        std::mem::take(self).slots.into_iter().flatten().collect()
+        std::mem::take(self).cells.into_iter().flatten().collect()
     }
 }
 
@@ -396,12 +396,12 @@ pub(crate) struct Renewal {
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
     id: u64,
-    slot: usize,
+    cell: usize,
 }
 
 /// The registry of held locks.
 pub(crate) struct Holds {
-    entries: Mutex<Table>,
+    entries: Mutex<Slab>,
     next_id: AtomicU64,
     /// The watchdog lease: how long a watchdog hold lives past its last confirmed renewal.
     watchdog_lease: Duration,
@@ -435,8 +435,8 @@ impl Holds {
         sent_at: Instant,
     ) -> Ticket {
         let mut entries = self.entries.lock();
-        let slot = match entries.find(key, field) {
-            Some(slot) => slot,
+        let cell = match entries.find(key, field) {
+            Some(cell) => cell,
             None => entries.insert(Entry {
                 key: key.clone(),
                 field: field.clone(),
@@ -449,7 +449,7 @@ impl Holds {
                 lost: LostSignal::default(),
             }),
         };
-        let entry = entries.slots[slot].as_mut().expect("just found or made");
+        let entry = entries.cells[cell].as_mut().expect("just found or made");
         match lease {
             Lease::Watchdog => {
                 entry.watchdog_holds += 1;
@@ -464,7 +464,7 @@ impl Holds {
         }
         entry.update_clock(self.watchdog_lease);
         Ticket {
-            slot,
+            cell,
             entry_id: entry.id,
             lost: entry.lost.clone(),
         }
@@ -473,13 +473,13 @@ impl Holds {
     /// Gives up one hold. Renewal of the entry stops at once when it was the last.
     pub(crate) fn surrender(&self, ticket: &Ticket, lease: Lease) -> Surrender {
         let mut entries = self.entries.lock();
-        let Some(entry) = entries.slot_mut(ticket.slot, ticket.entry_id) else {
+        let Some(entry) = entries.cell_mut(ticket.cell, ticket.entry_id) else {
             return Surrender::Lost(None);
         };
         let lost = entry.lost.reason();
         if let Some(reason) = lost.or_else(|| entry.lost.clock_ran_out(Instant::now())) {
             let entry = entries
-                .remove(ticket.slot, ticket.entry_id)
+                .remove(ticket.cell, ticket.entry_id)
                 .expect("found above");
             drop(entries);
             return Surrender::Lost(announce(vec![LostHold::of(entry, reason)]).pop());
@@ -490,7 +490,7 @@ impl Holds {
         }
         let last = entry.holds() == 0;
         if last {
-            entries.remove(ticket.slot, ticket.entry_id);
+            entries.remove(ticket.cell, ticket.entry_id);
         } else {
             entry.update_clock(self.watchdog_lease);
         }
@@ -502,9 +502,9 @@ impl Holds {
     /// taken out, for its release.
     pub(crate) fn forget_lost(&self, ticket: &Ticket) -> Option<LostHold> {
         let mut entries = self.entries.lock();
-        let entry = entries.slot_mut(ticket.slot, ticket.entry_id)?;
+        let entry = entries.cell_mut(ticket.cell, ticket.entry_id)?;
         let reason = entry.lost.reason()?;
-        let entry = entries.remove(ticket.slot, ticket.entry_id)?;
+        let entry = entries.remove(ticket.cell, ticket.entry_id)?;
         drop(entries);
         // (Fired already: announcing again only logs.)
         announce(vec![LostHold::of(entry, reason)]).pop()
@@ -513,7 +513,7 @@ impl Holds {
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
     pub(crate) fn lease_reset(&self, ticket: &Ticket, lease: Lease, sent_at: Instant) {
         if let Lease::Fixed(d) = lease {
-            if let Some(entry) = self.entries.lock().slot_mut(ticket.slot, ticket.entry_id) {
+            if let Some(entry) = self.entries.lock().cell_mut(ticket.cell, ticket.entry_id) {
                 entry.lease_deadline = Some(sent_at + d);
                 entry.update_clock(self.watchdog_lease);
             }
@@ -530,10 +530,10 @@ impl Holds {
     }
 
     /// Declares an entry lost: fires its signal and forgets it. (The watchdog loses entries
-    /// through `settle` and the `expire_*` methods; this is for the unit tests.)
+    /// through `apply_renewals` and the `expire_*` methods; this is for the unit tests.)
     #[cfg(test)]
     pub(crate) fn lose(&self, ticket: &Ticket, reason: LostReason) {
-        if let Some(entry) = self.entries.lock().remove(ticket.slot, ticket.entry_id) {
+        if let Some(entry) = self.entries.lock().remove(ticket.cell, ticket.entry_id) {
             entry.lost.fire(reason);
         }
     }
@@ -570,14 +570,14 @@ impl Holds {
     pub(crate) fn renewal_snapshot(&self) -> Vec<Renewal> {
         let entries = self.entries.lock();
         let mut snapshot = Vec::with_capacity(entries.len);
-        for (slot, entry) in entries.occupied() {
+        for (cell, entry) in entries.occupied() {
             // (A hold its guard found lost by the clock is never renewed again.)
             if entry.watchdog_holds > 0 && !entry.lost.is_fired() {
                 snapshot.push(Renewal {
                     key: entry.key.clone(),
                     field: entry.field.clone(),
                     id: entry.id,
-                    slot,
+                    cell,
                 });
             }
         }
@@ -585,8 +585,8 @@ impl Holds {
     }
 
     /// Applies one batch's replies: confirms the renewed entries (as of `sent_at`) and loses
-    /// the others. One lock for the batch, one slot access per entry. Returns the holds lost.
-    pub(crate) fn settle(
+    /// the others. One lock for the batch, one cell access per entry. Returns the holds lost.
+    pub(crate) fn apply_renewals(
         &self,
         batch: &[Renewal],
         renewed: Vec<bool>,
@@ -596,13 +596,13 @@ impl Holds {
         let mut entries = self.entries.lock();
         for (renewal, ok) in batch.iter().zip(renewed) {
             if ok {
-                if let Some(entry) = entries.slot_mut(renewal.slot, renewal.id) {
+                if let Some(entry) = entries.cell_mut(renewal.cell, renewal.id) {
                     if entry.last_confirmed < sent_at {
                         entry.last_confirmed = sent_at;
                         entry.update_clock(self.watchdog_lease);
                     }
                 }
-            } else if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
+            } else if let Some(entry) = entries.remove(renewal.cell, renewal.id) {
                 lost.push(LostHold::of(entry, LostReason::Gone));
             }
         }
@@ -622,10 +622,10 @@ impl Holds {
         let mut entries = self.entries.lock();
         for renewal in batch {
             let stale = entries
-                .slot_mut(renewal.slot, renewal.id)
+                .cell_mut(renewal.cell, renewal.id)
                 .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed + lease);
             if stale {
-                if let Some(entry) = entries.remove(renewal.slot, renewal.id) {
+                if let Some(entry) = entries.remove(renewal.cell, renewal.id) {
                     lost.push(LostHold::of(entry, LostReason::Unconfirmed));
                 }
             }
@@ -650,11 +650,11 @@ impl Holds {
         let expired: Vec<(usize, u64)> = entries
             .occupied()
             .filter(|(_, e)| e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now))
-            .map(|(slot, e)| (slot, e.id))
+            .map(|(cell, e)| (cell, e.id))
             .collect();
         let lost = expired
             .into_iter()
-            .filter_map(|(slot, id)| entries.remove(slot, id))
+            .filter_map(|(cell, id)| entries.remove(cell, id))
             .map(|entry| LostHold::of(entry, LostReason::LeaseExpired))
             .collect();
         drop(entries);
@@ -676,7 +676,7 @@ mod tests {
         let now = Instant::now();
         let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
         let b = register(&holds, "k", "u:1", Lease::Watchdog, now);
-        assert_eq!((a.slot, a.entry_id), (b.slot, b.entry_id));
+        assert_eq!((a.cell, a.entry_id), (b.cell, b.entry_id));
         assert_eq!(holds.len(), 1);
         assert_eq!(
             holds.surrender(&a, Lease::Watchdog),
@@ -698,7 +698,7 @@ mod tests {
         holds.lose(&old, LostReason::Gone);
         assert_eq!(old.lost.reason(), Some(LostReason::Gone));
         let new = register(&holds, "k", "u:1", Lease::Watchdog, now);
-        assert_eq!(old.slot, new.slot, "the slot is reused");
+        assert_eq!(old.cell, new.cell, "the cell is reused");
         assert_ne!(old.entry_id, new.entry_id);
         // The stale guard neither releases nor disturbs the new entry.
         assert_eq!(
@@ -790,7 +790,7 @@ mod tests {
         let watchdog = register(&holds, "k", "u:1", Lease::Watchdog, t0);
         assert!(!watchdog.lost.check_clock(t0 + Duration::from_secs(29)));
         let batch = holds.renewal_snapshot();
-        holds.settle(&batch, vec![true], t0 + Duration::from_secs(10));
+        holds.apply_renewals(&batch, vec![true], t0 + Duration::from_secs(10));
         assert!(
             !watchdog.lost.check_clock(t0 + Duration::from_secs(39)),
             "a confirmed renewal moves the clock"

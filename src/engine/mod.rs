@@ -10,3 +10,7 @@ pub(crate) mod holds;
 pub(crate) mod release;
 pub(crate) mod request;
 pub(crate) mod watchdog;
+
+/// A boxed future the engine keeps or hands to its background task (an acquire in flight, an
+/// unlock with a hand-off, a renewal batch).
+pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;

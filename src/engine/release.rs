@@ -17,8 +17,6 @@
 //! and the unlock itself costs exactly its script call.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -373,8 +371,7 @@ impl Unlock {
 }
 
 /// An acquire whose caller went away while it was in flight.
-pub(crate) type PendingAttempt =
-    Pin<Box<dyn Future<Output = redis::RedisResult<Attempt>> + Send + 'static>>;
+pub(crate) type PendingAttempt = crate::engine::BoxFuture<redis::RedisResult<Attempt>>;
 
 /// Work for the release task.
 pub(crate) enum Job {
@@ -384,13 +381,13 @@ pub(crate) enum Job {
     /// or its next attempt would count the owner's hold twice).
     UnlockThen(Unlock, oneshot::Sender<()>),
     /// Finish an abandoned acquire; if it turns out to have acquired, release that hold.
-    Settle(PendingAttempt, Unsettled),
+    FinishAttempt(PendingAttempt, Unsettled),
     /// An acquire call ended with an answer lost: find out from its latch whether it took a
     /// hold, and release that hold if it did.
     Resolve(Unsettled),
     /// Finish an unlock of `HoldKey` with a hand-off whose caller went away (its answers must be
     /// settled).
-    Finish(HoldKey, Pin<Box<dyn Future<Output = ()> + Send + 'static>>),
+    Finish(HoldKey, crate::engine::BoxFuture<()>),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }
@@ -400,7 +397,7 @@ impl Job {
     fn hold(&self) -> Option<HoldKey> {
         let unlock = match self {
             Job::Unlock(unlock) | Job::UnlockThen(unlock, _) => unlock,
-            Job::Settle(_, unsettled) | Job::Resolve(unsettled) => &unsettled.unlock,
+            Job::FinishAttempt(_, unsettled) | Job::Resolve(unsettled) => &unsettled.unlock,
             Job::Finish(hold, _) => return Some(hold.clone()),
             Job::Flush(_) => return None,
         };
@@ -451,7 +448,7 @@ async fn run_job(ctx: Releaser, job: Job) {
             release_quietly(&ctx, &unlock).await;
             let _ = done.send(());
         }
-        Job::Settle(attempt, unsettled) => match attempt.await {
+        Job::FinishAttempt(attempt, unsettled) => match attempt.await {
             Ok(Attempt::Acquired) => {
                 tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
                 undo(&ctx, &unsettled).await;

@@ -152,7 +152,7 @@ impl AcquireRequest {
             state.unanswered_since.unwrap_or(sent_at)
         };
         self.shared
-            .send_job(Job::Settle(attempt, self.unsettled(since)));
+            .send_job(Job::FinishAttempt(attempt, self.unsettled(since)));
     }
 
     /// The release of one hold of this call's owner.

@@ -7,8 +7,6 @@
 //! ends fixed leases when they run out. Whenever it loses an entry it wakes this client's
 //! waiters of that lock, which may have been counting on the holder's unlock message.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -83,7 +81,9 @@ impl Watchdog {
             }
             let (index, sent_at, result) = next_reply(&mut in_flight).await;
             match result {
-                Ok(renewed) => self.after_loss(self.holds.settle(batches[index], renewed, sent_at)),
+                Ok(renewed) => {
+                    self.after_loss(self.holds.apply_renewals(batches[index], renewed, sent_at))
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
                     let now = Instant::now();
@@ -122,7 +122,7 @@ impl Watchdog {
 /// connection); a few hide the round trip.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-type RenewCall = Pin<Box<dyn Future<Output = redis::RedisResult<Vec<bool>>> + Send>>;
+type RenewCall = crate::engine::BoxFuture<redis::RedisResult<Vec<bool>>>;
 /// A batch in flight: its index in the cycle, when it was sent, and the call.
 type InFlightBatch = (usize, Instant, RenewCall);
 
