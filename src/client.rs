@@ -15,7 +15,7 @@ use crate::engine::release::{self, Job, Releaser, SpentLatches, Unlock};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
-use crate::raw::rlock::Protocol;
+use crate::raw::rlock::{Protocol, RLOCK};
 use crate::transport::pubsub::Hub;
 use crate::transport::Connection;
 
@@ -161,6 +161,7 @@ impl LockClient {
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
         };
         let watchdog = Watchdog {
+            raw: &RLOCK,
             holds: holds.clone(),
             protocol: protocol.clone(),
             hub: hub.clone(),
@@ -260,7 +261,8 @@ impl LockClient {
         for (key, field, count) in shared.holds.drain() {
             for _ in 0..count {
                 let name = key.strip_prefix(shared.config.key_prefix()).unwrap_or(&key);
-                let unlock = Unlock::new(name.into(), key.clone(), field.clone(), lease_ms);
+                // (Registry entries record no kind yet: every hold is an RLock.)
+                let unlock = Unlock::new(&RLOCK, name.into(), key.clone(), field.clone(), lease_ms);
                 shared.send_job(Job::Unlock(unlock));
             }
         }

@@ -20,9 +20,9 @@ use crate::engine::holds::{Lease, Ticket};
 use crate::engine::release::PendingAttempt;
 use crate::engine::request::AcquireRequest;
 use crate::error::{Error, Result};
-use crate::names;
 use crate::owner::Owner;
 use crate::raw::rlock::Attempt;
+use crate::raw::RawLock;
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -34,6 +34,8 @@ const RESEND_PAUSE: Duration = Duration::from_millis(50);
 
 /// The lock an acquire call is for, as its kind's handle knows it.
 pub(crate) struct Target<'a> {
+    /// The kind's protocol: its scripts, its channel, whether it hands off.
+    pub(crate) raw: &'static dyn RawLock,
     pub(crate) shared: &'a Arc<Shared>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) key: &'a Arc<str>,
@@ -63,13 +65,14 @@ impl Target<'_> {
 
         let hub = &self.shared.hub;
         // No channel for a single attempt (`try_lock`): it never waits.
-        let channel = (wait != Some(Duration::ZERO)).then(|| names::lock_channel(self.key));
+        let channel = (wait != Some(Duration::ZERO)).then(|| self.raw.channel(self.key));
         // When another waiter of this client keeps the channel subscribed, join it first: one
         // attempt, made while subscribed, then does what two (before and after) would.
         let joined = channel.as_deref().and_then(|c| hub.join_live(c));
         let mut attempted = joined.is_none();
         // Every attempt of this call sends the same latch: it holds at most once.
         let request = AcquireRequest::new(
+            self.raw,
             self.shared.clone(),
             self.name.clone(),
             self.key.clone(),
@@ -204,6 +207,7 @@ impl Target<'_> {
     /// A hold just acquired and registered under `ticket`.
     fn hold(&self, field: &Arc<str>, owner: Owner, lease: Lease, ticket: Ticket) -> Hold {
         Hold {
+            raw: self.raw,
             shared: self.shared.clone(),
             name: self.name.clone(),
             key: self.key.clone(),
@@ -231,9 +235,11 @@ impl Target<'_> {
         loop {
             let latch = request.latch();
             let sent_at = Instant::now();
-            let call = self.shared.protocol.acquire(request.args(&latch));
+            let call = self
+                .raw
+                .acquire(&self.shared.protocol, request.args(&latch));
             let reply = InFlight {
-                attempt: Some(Box::pin(call)),
+                attempt: Some(call),
                 request,
                 sent_at,
             }

@@ -15,9 +15,11 @@ use crate::engine::release::{Job, Unlock};
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::raw::rlock::Release;
+use crate::raw::RawLock;
 
 /// Everything a live guard owns.
 pub(crate) struct Hold {
+    pub(crate) raw: &'static dyn RawLock,
     pub(crate) shared: Arc<Shared>,
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,
@@ -49,6 +51,7 @@ impl Hold {
             }
             Surrender::Live { last } => Some(
                 Unlock::new(
+                    self.raw,
                     self.name.clone(),
                     self.key.clone(),
                     self.field.clone(),
@@ -136,7 +139,7 @@ impl Drop for ArmedJob<'_> {
 }
 
 /// An unlock with a hand-off, in flight.
-type Releasing = crate::engine::BoxFuture<redis::RedisResult<(Release, Instant)>>;
+type Releasing = crate::engine::BoxFuture<'static, redis::RedisResult<(Release, Instant)>>;
 
 /// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
 struct Finishing<'a> {

@@ -13,4 +13,5 @@ pub(crate) mod watchdog;
 
 /// A boxed future the engine keeps or hands to its background task (an acquire in flight, an
 /// unlock with a hand-off, a renewal batch).
-pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+pub(crate) type BoxFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -31,7 +31,9 @@ use crate::engine::handoff::{Handoffs, Offer};
 use crate::engine::holds::Holds;
 use crate::engine::request::Unsettled;
 use crate::names;
+use crate::raw::rlock::RLOCK;
 use crate::raw::rlock::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
+use crate::raw::RawLock;
 use crate::transport::pubsub::Hub;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
@@ -235,7 +237,9 @@ impl Releaser {
             .into();
         tracing::debug!(lock = %name, holds = lost.holds, "releasing a hold lost by its lease clock");
         for _ in 0..lost.holds {
+            // (Registry entries record no kind yet: every hold is an RLock.)
             let unlock = Unlock::new(
+                &RLOCK,
                 name.clone(),
                 lost.key.clone(),
                 lost.field.clone(),
@@ -248,7 +252,7 @@ impl Releaser {
     /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
     /// are parked on it.
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
-        if !unlock.frees {
+        if !unlock.frees || !unlock.raw.hands_off() {
             return None;
         }
         self.handoffs.offer(&unlock.key, self.hub.is_connected())
@@ -258,6 +262,8 @@ impl Releaser {
 /// One logical unlock: a hold of `key` by `field`, with its request id fixed once.
 #[derive(Debug, Clone)]
 pub(crate) struct Unlock {
+    /// The kind whose unlock this is.
+    pub(crate) raw: &'static dyn RawLock,
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
@@ -268,8 +274,15 @@ pub(crate) struct Unlock {
 }
 
 impl Unlock {
-    pub(crate) fn new(name: Arc<str>, key: Arc<str>, field: Arc<str>, lease_ms: u64) -> Self {
+    pub(crate) fn new(
+        raw: &'static dyn RawLock,
+        name: Arc<str>,
+        key: Arc<str>,
+        field: Arc<str>,
+        lease_ms: u64,
+    ) -> Self {
         Unlock {
+            raw,
             name,
             key,
             field,
@@ -294,7 +307,7 @@ impl Unlock {
         ctx: &Releaser,
         mut offer: Option<Offer>,
     ) -> redis::RedisResult<(Release, Instant)> {
-        let channel = names::lock_channel(&self.key);
+        let channel = self.raw.channel(&self.key);
         let latch = names::unlock_latch(&self.key, &self.request_id);
         let args = UnlockArgs {
             key: &self.key,
@@ -307,7 +320,7 @@ impl Unlock {
         loop {
             let sent_at = Instant::now();
             let reply = match offer.take() {
-                None => ctx.protocol.unlock(args).await,
+                None => self.raw.unlock(&ctx.protocol, args).await,
                 Some(offer) => self.hand_off(ctx, args, offer, sent_at).await,
             };
             match reply {
@@ -333,7 +346,10 @@ impl Unlock {
         offer: Offer,
         sent_at: Instant,
     ) -> redis::RedisResult<Release> {
-        let sent = ctx.protocol.unlock_and_count(args, offer.waiter()).await;
+        let sent = self
+            .raw
+            .unlock_handing_off(&ctx.protocol, args, offer.waiter())
+            .await;
         let (release, listeners, attempt) = match sent {
             Ok(answers) => (Ok(answers.release), answers.listeners, answers.attempt),
             // Whether the acquire ran is unknown: its waiter handles the error as its own.
@@ -349,6 +365,7 @@ impl Unlock {
         }
         if let Some(orphan) = orphan {
             let undo = Unlock::new(
+                self.raw,
                 self.name.clone(),
                 self.key.clone(),
                 orphan.field,
@@ -371,7 +388,7 @@ impl Unlock {
 }
 
 /// An acquire whose caller went away while it was in flight.
-pub(crate) type PendingAttempt = crate::engine::BoxFuture<redis::RedisResult<Attempt>>;
+pub(crate) type PendingAttempt = crate::engine::BoxFuture<'static, redis::RedisResult<Attempt>>;
 
 /// Work for the release task.
 pub(crate) enum Job {
@@ -387,7 +404,7 @@ pub(crate) enum Job {
     Resolve(Unsettled),
     /// Finish an unlock of `HoldKey` with a hand-off whose caller went away (its answers must be
     /// settled).
-    Finish(HoldKey, crate::engine::BoxFuture<()>),
+    Finish(HoldKey, crate::engine::BoxFuture<'static, ()>),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }

@@ -24,9 +24,11 @@ use crate::client::Shared;
 use crate::engine::release::{Job, PendingAttempt, Unlock};
 use crate::names;
 use crate::raw::rlock::AcquireArgs;
+use crate::raw::RawLock;
 
 /// One acquire call, as Redis sees it.
 pub(crate) struct AcquireRequest {
+    raw: &'static dyn RawLock,
     shared: Arc<Shared>,
     name: Arc<str>,
     key: Arc<str>,
@@ -57,6 +59,7 @@ pub(crate) struct Unsettled {
 
 impl AcquireRequest {
     pub(crate) fn new(
+        raw: &'static dyn RawLock,
         shared: Arc<Shared>,
         name: Arc<str>,
         key: Arc<str>,
@@ -65,6 +68,7 @@ impl AcquireRequest {
     ) -> Self {
         let latch = fresh_latch(&key);
         AcquireRequest {
+            raw,
             shared,
             name,
             key,
@@ -158,6 +162,7 @@ impl AcquireRequest {
     /// The release of one hold of this call's owner.
     fn unlock(&self) -> Unlock {
         Unlock::new(
+            self.raw,
             self.name.clone(),
             self.key.clone(),
             self.field.clone(),

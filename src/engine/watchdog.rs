@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::holds::{Holds, Lease, LostHold, Renewal};
 use crate::engine::release::Releaser;
-use crate::names;
 use crate::raw::rlock::Protocol;
+use crate::raw::RawLock;
 use crate::transport::pubsub::Hub;
 
 /// Settings of the watchdog task.
@@ -26,6 +26,9 @@ pub(crate) struct Watchdog {
     pub(crate) protocol: Protocol,
     /// Told of every lost lock, to wake the waiters of its channel.
     pub(crate) hub: Arc<Hub>,
+    /// The kind renewed. (Registry entries record no kind yet: every hold is an RLock. With a
+    /// second kind, entries carry theirs and batches group by it too.)
+    pub(crate) raw: &'static dyn RawLock,
     /// Releases holds lost by the lease clock (they may still be in Redis).
     pub(crate) releaser: Releaser,
     pub(crate) lease: Duration,
@@ -70,10 +73,10 @@ impl Watchdog {
         loop {
             while !broken && next < batches.len() && in_flight.len() < BATCHES_IN_FLIGHT {
                 let sent_at = Instant::now();
-                let call = self
-                    .protocol
-                    .renew(lease_ms, batches[next].iter().map(|r| (&*r.key, &*r.field)));
-                in_flight.push((next, sent_at, Box::pin(call)));
+                let entries: Vec<(&str, &str)> =
+                    batches[next].iter().map(|r| (&*r.key, &*r.field)).collect();
+                let call = self.raw.renew(&self.protocol, lease_ms, &entries);
+                in_flight.push((next, sent_at, call));
                 next += 1;
             }
             if in_flight.is_empty() {
@@ -111,7 +114,7 @@ impl Watchdog {
     /// what the lease clock lost.
     fn after_loss(&self, lost: Vec<LostHold>) {
         for hold in lost {
-            self.hub.wake(&names::lock_channel(&hold.key));
+            self.hub.wake(&self.raw.channel(&hold.key));
             self.releaser.release_lost(&hold);
         }
     }
@@ -122,7 +125,7 @@ impl Watchdog {
 /// connection); a few hide the round trip.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-type RenewCall = crate::engine::BoxFuture<redis::RedisResult<Vec<bool>>>;
+type RenewCall = crate::engine::BoxFuture<'static, redis::RedisResult<Vec<bool>>>;
 /// A batch in flight: its index in the cycle, when it was sent, and the call.
 type InFlightBatch = (usize, Instant, RenewCall);
 

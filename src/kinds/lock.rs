@@ -11,9 +11,9 @@ use crate::engine::acquire::Target;
 use crate::engine::holds::{Lease, MAX_LEASE};
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
-use crate::names;
 use crate::owner::Owner;
-use crate::raw::rlock::KeyKind;
+use crate::raw::rlock::{KeyKind, RLOCK};
+use crate::raw::RawLock;
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///
@@ -262,7 +262,7 @@ impl Lock {
         self.check()?;
         self.shared
             .protocol
-            .force_unlock(&self.key, &names::lock_channel(&self.key))
+            .force_unlock(&self.key, &RLOCK.channel(&self.key))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }
@@ -347,6 +347,7 @@ impl Lock {
             owner = %field,
         );
         let target = Target {
+            raw: &RLOCK,
             shared: &self.shared,
             name: &self.name,
             key: &self.key,

@@ -415,3 +415,54 @@ impl Protocol {
             .await
     }
 }
+
+/// Redisson's `RLock`: the reentrant, non-fair lock (`docs/PROTOCOL.md` §3–§6).
+#[derive(Debug)]
+pub(crate) struct RLock;
+
+/// The one `RLock` implementation every `Lock` hands the engine.
+pub(crate) static RLOCK: RLock = RLock;
+
+impl super::RawLock for RLock {
+    fn channel(&self, key: &str) -> String {
+        crate::names::lock_channel(key)
+    }
+
+    fn hands_off(&self) -> bool {
+        true
+    }
+
+    fn acquire(
+        &self,
+        protocol: &Protocol,
+        args: AcquireArgs<'_>,
+    ) -> crate::engine::BoxFuture<'static, RedisResult<Attempt>> {
+        Box::pin(protocol.acquire(args))
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+    ) -> crate::engine::BoxFuture<'a, RedisResult<Release>> {
+        Box::pin(protocol.unlock(args))
+    }
+
+    fn unlock_handing_off<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+        then_acquire: Option<AcquireArgs<'a>>,
+    ) -> crate::engine::BoxFuture<'a, RedisResult<Pipelined>> {
+        Box::pin(protocol.unlock_and_count(args, then_acquire))
+    }
+
+    fn renew(
+        &self,
+        protocol: &Protocol,
+        lease_ms: u64,
+        entries: &[(&str, &str)],
+    ) -> crate::engine::BoxFuture<'static, RedisResult<Vec<bool>>> {
+        Box::pin(protocol.renew(lease_ms, entries.iter().copied()))
+    }
+}
