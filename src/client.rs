@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, PublishMode};
 use crate::engine::handoff::Handoffs;
 use crate::engine::holds::{Holds, Lease};
-use crate::engine::release::{self, Job, Releaser, SpentLatches, Unlock};
+use crate::engine::release::{self, Core, Job, SpentLatches, Unlock};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
@@ -23,11 +23,9 @@ use crate::transport::Connection;
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) client_id: String,
-    pub(crate) protocol: Protocol,
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) holds: Arc<Holds>,
-    /// What releases use (the protocol, spent latches, and the waiters parked for hand-offs).
-    pub(crate) releaser: Releaser,
+    /// Every handle the engine shares, held once (the release task and the watchdog have
+    /// their own copies of it).
+    pub(crate) core: Core,
     jobs: mpsc::UnboundedSender<Job>,
     closed: AtomicBool,
     tasks: CancellationToken,
@@ -36,7 +34,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Hands work to the release task; never blocks (safe in `Drop`).
     pub(crate) fn send_job(&self, job: Job) {
-        self.releaser.send_on(&self.jobs, job);
+        self.core.send_on(&self.jobs, job);
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -49,7 +47,7 @@ impl Shared {
 
     /// Waiters of this client parked on locks, for releases to hand off to.
     pub(crate) fn handoffs(&self) -> &Handoffs {
-        &self.releaser.handoffs
+        &self.core.handoffs
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -149,7 +147,7 @@ impl LockClient {
         let holds = Arc::new(Holds::new(config.watchdog_timeout()));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
-        let releaser = Releaser {
+        let releaser = Core {
             protocol: protocol.clone(),
             latches: latches.clone(),
             holds: holds.clone(),
@@ -184,10 +182,7 @@ impl LockClient {
             shared: Arc::new(Shared {
                 config,
                 client_id,
-                protocol,
-                hub,
-                holds,
-                releaser,
+                core: releaser,
                 jobs,
                 closed: AtomicBool::new(false),
                 tasks,
@@ -222,7 +217,7 @@ impl LockClient {
 
     /// How many locks (distinct keys and owners) this client holds right now.
     pub fn held_locks(&self) -> usize {
-        self.shared.holds.len()
+        self.shared.core.holds.len()
     }
 
     /// How many acquire calls of this client are asleep right now, waiting for a lock to be
@@ -241,7 +236,7 @@ impl LockClient {
 
     /// How many held locks the watchdog is renewing right now.
     pub fn renewed_locks(&self) -> usize {
-        self.shared.holds.renewed_len()
+        self.shared.core.holds.renewed_len()
     }
 
     /// Releases every lock this client still holds, waits for pending background releases,
@@ -258,7 +253,7 @@ impl LockClient {
         let shared = &self.shared;
         shared.handoffs().close();
         let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
-        for (key, field, count) in shared.holds.drain() {
+        for (key, field, count) in shared.core.holds.drain() {
             for _ in 0..count {
                 let name = key.strip_prefix(shared.config.key_prefix()).unwrap_or(&key);
                 // (Registry entries record no kind yet: every hold is an RLock.)
@@ -271,7 +266,7 @@ impl LockClient {
         let _ = flushed.await;
         // The sweeper's last sweep may have met the fault that made this shutdown: try again.
         for _ in 0..3 {
-            if shared.releaser.latches.sweep(&shared.protocol).await {
+            if shared.core.latches.sweep(&shared.core.protocol).await {
                 break;
             }
         }

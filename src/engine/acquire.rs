@@ -59,11 +59,11 @@ impl Target<'_> {
         let hold = (self.key.clone(), field.clone());
         let settle_by =
             deadline.map(|d| d.max(Instant::now() + self.shared.config.response_timeout()));
-        if !self.shared.releaser.pending.settled(&hold, settle_by).await {
+        if !self.shared.core.pending.settled(&hold, settle_by).await {
             return Ok(None);
         }
 
-        let hub = &self.shared.hub;
+        let hub = &self.shared.core.hub;
         // No channel for a single attempt (`try_lock`): it never waits.
         let channel = (wait != Some(Duration::ZERO)).then(|| self.raw.channel(self.key));
         // When another waiter of this client keeps the channel subscribed, join it first: one
@@ -150,7 +150,7 @@ impl Target<'_> {
             let reply = match reply {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
-                    && (self.shared.holds.held_by_other(self.key, &field)
+                    && (self.shared.core.holds.held_by_other(self.key, &field)
                         || handoffs.in_flight(self.key)) =>
                 {
                     None
@@ -237,7 +237,7 @@ impl Target<'_> {
             let sent_at = Instant::now();
             let call = self
                 .raw
-                .acquire(&self.shared.protocol, request.args(&latch));
+                .acquire(&self.shared.core.protocol, request.args(&latch));
             let reply = InFlight {
                 attempt: Some(call),
                 request,
@@ -253,7 +253,11 @@ impl Target<'_> {
                         request.release_late_hold().await;
                         return Ok(Err(0));
                     }
-                    let ticket = self.shared.holds.register(self.key, field, lease, since);
+                    let ticket = self
+                        .shared
+                        .core
+                        .holds
+                        .register(self.key, field, lease, since);
                     request.spend();
                     return Ok(Ok(self.hold(field, owner, lease, ticket)));
                 }

@@ -34,7 +34,7 @@ impl Hold {
     pub(crate) fn check_clock(&self) -> bool {
         let lost = self.ticket.lost.check_clock(Instant::now());
         if lost {
-            self.shared.releaser.forget_lost(&self.ticket);
+            self.shared.core.forget_lost(&self.ticket);
         }
         lost
     }
@@ -42,10 +42,10 @@ impl Hold {
     /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
     /// `None` if the lock was already lost.
     pub(crate) fn surrender(&self) -> Option<Unlock> {
-        match self.shared.holds.surrender(&self.ticket, self.lease) {
+        match self.shared.core.holds.surrender(&self.ticket, self.lease) {
             Surrender::Lost(lost) => {
                 if let Some(lost) = lost {
-                    self.shared.releaser.release_lost(&lost);
+                    self.shared.core.release_lost(&lost);
                 }
                 None
             }
@@ -84,21 +84,21 @@ impl Hold {
             });
         };
         let shared = &*hold.shared;
-        let result = match shared.releaser.offer(&unlock) {
+        let result = match shared.core.offer(&unlock) {
             None => {
                 // If this future is dropped mid-flight, the armed job finishes the unlock.
                 let mut pending = ArmedJob {
                     shared,
                     unlock: Some(unlock.clone()),
                 };
-                let result = unlock.run(&shared.releaser, None).await;
+                let result = unlock.run(&shared.core, None).await;
                 pending.unlock = None;
                 result
             }
             Some(offer) => {
                 // A hand-off's answers must be settled even if this future is dropped, so the
                 // release runs as a future of its own, finished by the release task if so.
-                let ctx = shared.releaser.clone();
+                let ctx = shared.core.clone();
                 Finishing {
                     shared,
                     hold: (hold.key.clone(), hold.field.clone()),
@@ -111,6 +111,7 @@ impl Hold {
             Ok((Release::Released, _)) => Ok(()),
             Ok((Release::StillHeld, sent_at)) => {
                 hold.shared
+                    .core
                     .holds
                     .lease_reset(&hold.ticket, hold.lease, sent_at);
                 Ok(())

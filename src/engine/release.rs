@@ -175,9 +175,12 @@ pub(crate) async fn run_latch_sweeper(
     latches.sweep(&protocol).await;
 }
 
-/// Everything a release uses besides the unlock itself; the release task has its own copy.
+/// The engine's shared handles, each held once: the scripts' protocol, the registry of holds,
+/// the subscription hub, the hand-off queues, spent latches, pending background work, and the
+/// way to the release task. Cheap to clone (the client, the release task and the watchdog
+/// each have one).
 #[derive(Clone)]
-pub(crate) struct Releaser {
+pub(crate) struct Core {
     pub(crate) protocol: Protocol,
     pub(crate) latches: Arc<SpentLatches>,
     pub(crate) holds: Arc<Holds>,
@@ -193,7 +196,7 @@ pub(crate) struct Releaser {
     pub(crate) watchdog_lease_ms: u64,
 }
 
-impl Releaser {
+impl Core {
     /// Hands work to the release task (while it runs; never blocks).
     pub(crate) fn send(&self, job: Job) {
         if let Some(jobs) = self.jobs.upgrade() {
@@ -304,7 +307,7 @@ impl Unlock {
     /// are plain unlocks). Returns the answer and the send time of the attempt that answered.
     pub(crate) async fn run(
         &self,
-        ctx: &Releaser,
+        ctx: &Core,
         mut offer: Option<Offer>,
     ) -> redis::RedisResult<(Release, Instant)> {
         let channel = self.raw.channel(&self.key);
@@ -341,7 +344,7 @@ impl Unlock {
     /// The unlock with the offer's acquire and count behind it; settles the offer.
     async fn hand_off(
         &self,
-        ctx: &Releaser,
+        ctx: &Core,
         args: UnlockArgs<'_>,
         offer: Offer,
         sent_at: Instant,
@@ -423,7 +426,7 @@ impl Job {
 }
 
 /// Runs jobs until every sender is gone, then finishes the ones in flight.
-pub(crate) async fn run_release_task(ctx: Releaser, mut jobs: mpsc::UnboundedReceiver<Job>) {
+pub(crate) async fn run_release_task(ctx: Core, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let mut running = JoinSet::new();
     loop {
         tokio::select! {
@@ -458,7 +461,7 @@ impl Drop for Done {
     }
 }
 
-async fn run_job(ctx: Releaser, job: Job) {
+async fn run_job(ctx: Core, job: Job) {
     match job {
         Job::Unlock(unlock) => release_quietly(&ctx, &unlock).await,
         Job::UnlockThen(unlock, done) => {
@@ -486,7 +489,7 @@ async fn run_job(ctx: Releaser, job: Job) {
 /// behind any send still in flight, so the answer is final) and releases the hold if it does.
 /// Gives up when the latch could have expired: a hold the acquire took then ends with its
 /// lease, never renewed.
-async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
+async fn resolve(ctx: &Core, unsettled: Unsettled) {
     let deadline = resend_deadline(unsettled.since, unsettled.unlock.lease_ms);
     let mut pause = RETRY_PAUSE;
     loop {
@@ -518,12 +521,12 @@ async fn resolve(ctx: &Releaser, unsettled: Unsettled) {
 }
 
 /// Releases the hold an acquire took for a caller that is gone, and spends its latch.
-async fn undo(ctx: &Releaser, unsettled: &Unsettled) {
+async fn undo(ctx: &Core, unsettled: &Unsettled) {
     release_quietly(ctx, &unsettled.unlock).await;
     ctx.latches.retire(unsettled.latch.to_string());
 }
 
-async fn release_quietly(ctx: &Releaser, unlock: &Unlock) {
+async fn release_quietly(ctx: &Core, unlock: &Unlock) {
     match unlock.run(ctx, ctx.offer(unlock)).await {
         Ok((Release::NotHeld, _)) => {
             tracing::debug!(lock = %unlock.name, "background unlock: hold was already gone");

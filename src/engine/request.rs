@@ -122,10 +122,7 @@ impl AcquireRequest {
     /// known and the latch is spent.
     pub(crate) fn spend(&self) {
         self.state.lock().unanswered_since = None;
-        self.shared
-            .releaser
-            .latches
-            .retire(self.latch().to_string());
+        self.shared.core.latches.retire(self.latch().to_string());
     }
 
     /// The hold just taken came too late to use: releases it, and gives later attempts of the

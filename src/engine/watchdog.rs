@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::holds::{Holds, Lease, LostHold, Renewal};
-use crate::engine::release::Releaser;
+use crate::engine::release::Core;
 use crate::raw::rlock::Protocol;
 use crate::raw::RawLock;
 use crate::transport::pubsub::Hub;
@@ -30,7 +30,7 @@ pub(crate) struct Watchdog {
     /// second kind, entries carry theirs and batches group by it too.)
     pub(crate) raw: &'static dyn RawLock,
     /// Releases holds lost by the lease clock (they may still be in Redis).
-    pub(crate) releaser: Releaser,
+    pub(crate) releaser: Core,
     pub(crate) lease: Duration,
     pub(crate) interval: Duration,
     pub(crate) batch_size: usize,

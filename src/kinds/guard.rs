@@ -110,10 +110,7 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let (releaser, ticket) = (
-            self.hold().shared.releaser.clone(),
-            self.hold().ticket.clone(),
-        );
+        let (releaser, ticket) = (self.hold().shared.core.clone(), self.hold().ticket.clone());
         let lost = ticket.lost.clone();
         let token = lost.token();
         async move {

@@ -261,6 +261,7 @@ impl Lock {
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
         self.shared
+            .core
             .protocol
             .force_unlock(&self.key, &RLOCK.channel(&self.key))
             .await
@@ -273,7 +274,7 @@ impl Lock {
     /// [`Error::WrongType`] if the key holds something else.
     pub async fn is_locked(&self) -> Result<bool> {
         self.check()?;
-        match self.shared.protocol.key_kind(&self.key).await {
+        match self.shared.core.protocol.key_kind(&self.key).await {
             Ok(KeyKind::Absent) => Ok(false),
             Ok(KeyKind::Hash) => Ok(true),
             Ok(KeyKind::Other) => Err(Error::WrongType {
@@ -310,6 +311,7 @@ impl Lock {
         self.check()?;
         let field = owner.field(&self.shared.client_id);
         self.shared
+            .core
             .protocol
             .hold_count(&self.key, &field)
             .await
@@ -322,6 +324,7 @@ impl Lock {
         self.check()?;
         let pttl = self
             .shared
+            .core
             .protocol
             .pttl(&self.key)
             .await
