@@ -22,7 +22,7 @@ use crate::engine::request::AcquireRequest;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::raw::rlock::Attempt;
-use crate::raw::RawLock;
+use crate::raw::Kind;
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -35,7 +35,7 @@ const RESEND_PAUSE: Duration = Duration::from_millis(50);
 /// The lock an acquire call is for, as its kind's handle knows it.
 pub(crate) struct Target<'a> {
     /// The kind's protocol: its scripts, its channel, whether it hands off.
-    pub(crate) raw: &'static dyn RawLock,
+    pub(crate) raw: &'static Kind,
     pub(crate) shared: &'a Arc<Shared>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) key: &'a Arc<str>,

@@ -15,11 +15,11 @@ use crate::engine::release::{Job, Unlock};
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::raw::rlock::Release;
-use crate::raw::RawLock;
+use crate::raw::Kind;
 
 /// Everything a live guard owns.
 pub(crate) struct Hold {
-    pub(crate) raw: &'static dyn RawLock,
+    pub(crate) raw: &'static Kind,
     pub(crate) shared: Arc<Shared>,
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,

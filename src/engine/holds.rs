@@ -100,6 +100,24 @@ struct LostInner {
 const CLOCK_UNCONFIRMED: u8 = 0;
 const CLOCK_LEASE: u8 = 1;
 
+/// An instant in 8 bytes (nanoseconds after [`clock_base`], never 0, so an `Option` of it is 8
+/// bytes too): the registry keeps two per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp(std::num::NonZeroU64);
+
+impl From<Instant> for Stamp {
+    fn from(at: Instant) -> Stamp {
+        let nanos = at.saturating_duration_since(clock_base()).as_nanos();
+        Stamp(std::num::NonZeroU64::new(nanos.clamp(1, u64::MAX as u128) as u64).expect("clamped"))
+    }
+}
+
+impl Stamp {
+    fn get(self) -> Instant {
+        clock_base() + Duration::from_nanos(self.0.get())
+    }
+}
+
 /// The instant lease clocks count from (taken on first use).
 fn clock_base() -> Instant {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -201,15 +219,15 @@ struct Entry {
     key: Arc<str>,
     field: Arc<str>,
     /// The next entry of the same key (another owner of this client).
-    next: Option<usize>,
+    next: Option<u32>,
     /// Distinguishes this entry from a later one in the same cell.
     id: u64,
     watchdog_holds: u32,
     lease_holds: u32,
     /// When the last fixed lease runs out (only consulted without watchdog holds).
-    lease_deadline: Option<Instant>,
+    lease_deadline: Option<Stamp>,
     /// When the TTL was last set to a full watchdog lease (request send time).
-    last_confirmed: Instant,
+    last_confirmed: Stamp,
     lost: LostSignal,
 }
 
@@ -222,8 +240,11 @@ impl Entry {
     /// last confirmed renewal, a fixed lease until its deadline (the later of the two counts
     /// when both kinds are held).
     fn update_clock(&self, watchdog_lease: Duration) {
-        let renewed = (self.watchdog_holds > 0).then(|| self.last_confirmed + watchdog_lease);
-        let fixed = self.lease_deadline.filter(|_| self.lease_holds > 0);
+        let renewed = (self.watchdog_holds > 0).then(|| self.last_confirmed.get() + watchdog_lease);
+        let fixed = self
+            .lease_deadline
+            .map(Stamp::get)
+            .filter(|_| self.lease_holds > 0);
         match (renewed, fixed) {
             (Some(r), Some(f)) if f > r => self.lost.set_clock(f, LostReason::LeaseExpired),
             (Some(r), _) => self.lost.set_clock(r, LostReason::Unconfirmed),
@@ -312,7 +333,7 @@ impl Slab {
             let entry = self.cells[cell]
                 .as_ref()
                 .expect("a chained cell is occupied");
-            next = entry.next;
+            next = entry.next.map(|n| n as usize);
             Some((cell, entry))
         })
     }
@@ -336,7 +357,8 @@ impl Slab {
             self.cells.push(None);
             self.cells.len() - 1
         });
-        entry.next = self.index.insert(entry.key.clone(), cell);
+        assert!(cell < u32::MAX as usize, "fewer than 4 billion held locks");
+        entry.next = self.index.insert(entry.key.clone(), cell).map(|c| c as u32);
         self.cells[cell] = Some(entry);
         self.len += 1;
         cell
@@ -349,7 +371,7 @@ impl Slab {
         let head = self.index.get(&*entry.key).copied();
         if head == Some(cell) {
             match entry.next {
-                Some(next) => *self.index.get_mut(&*entry.key).expect("indexed") = next,
+                Some(next) => *self.index.get_mut(&*entry.key).expect("indexed") = next as usize,
                 None => {
                     self.index.remove(&*entry.key);
                 }
@@ -358,11 +380,11 @@ impl Slab {
             let mut at = head.expect("an entry's key is indexed");
             loop {
                 let prev = self.cells[at].as_mut().expect("a chained cell is occupied");
-                if prev.next == Some(cell) {
+                if prev.next == Some(cell as u32) {
                     prev.next = entry.next;
                     break;
                 }
-                at = prev.next.expect("an entry is on its key's chain");
+                at = prev.next.expect("an entry is on its key's chain") as usize;
             }
         }
         self.len -= 1;
@@ -417,6 +439,8 @@ impl Default for Holds {
 
 impl Holds {
     pub(crate) fn new(watchdog_lease: Duration) -> Self {
+        // Before any acquire is sent: a stamp cannot be earlier than the base.
+        clock_base();
         Holds {
             entries: Mutex::default(),
             next_id: AtomicU64::new(0),
@@ -445,7 +469,7 @@ impl Holds {
                 watchdog_holds: 0,
                 lease_holds: 0,
                 lease_deadline: None,
-                last_confirmed: sent_at,
+                last_confirmed: sent_at.into(),
                 lost: LostSignal::default(),
             }),
         };
@@ -453,12 +477,12 @@ impl Holds {
         match lease {
             Lease::Watchdog => {
                 entry.watchdog_holds += 1;
-                entry.last_confirmed = sent_at;
+                entry.last_confirmed = sent_at.into();
             }
             Lease::Fixed(d) => {
                 entry.lease_holds += 1;
                 // Every acquire resets the TTL to its own lease.
-                entry.lease_deadline = Some(sent_at + d);
+                entry.lease_deadline = Some((sent_at + d).into());
                 self.changed.notify_one();
             }
         }
@@ -514,7 +538,7 @@ impl Holds {
     pub(crate) fn lease_reset(&self, ticket: &Ticket, lease: Lease, sent_at: Instant) {
         if let Lease::Fixed(d) = lease {
             if let Some(entry) = self.entries.lock().cell_mut(ticket.cell, ticket.entry_id) {
-                entry.lease_deadline = Some(sent_at + d);
+                entry.lease_deadline = Some((sent_at + d).into());
                 entry.update_clock(self.watchdog_lease);
             }
         }
@@ -597,8 +621,8 @@ impl Holds {
         for (renewal, ok) in batch.iter().zip(renewed) {
             if ok {
                 if let Some(entry) = entries.cell_mut(renewal.cell, renewal.id) {
-                    if entry.last_confirmed < sent_at {
-                        entry.last_confirmed = sent_at;
+                    if entry.last_confirmed.get() < sent_at {
+                        entry.last_confirmed = sent_at.into();
                         entry.update_clock(self.watchdog_lease);
                     }
                 }
@@ -623,7 +647,7 @@ impl Holds {
         for renewal in batch {
             let stale = entries
                 .cell_mut(renewal.cell, renewal.id)
-                .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed + lease);
+                .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed.get() + lease);
             if stale {
                 if let Some(entry) = entries.remove(renewal.cell, renewal.id) {
                     lost.push(LostHold::of(entry, LostReason::Unconfirmed));
@@ -640,7 +664,7 @@ impl Holds {
             .lock()
             .values()
             .filter(|e| e.watchdog_holds == 0)
-            .filter_map(|e| e.lease_deadline)
+            .filter_map(|e| e.lease_deadline.map(Stamp::get))
             .min()
     }
 
@@ -649,7 +673,9 @@ impl Holds {
         let mut entries = self.entries.lock();
         let expired: Vec<(usize, u64)> = entries
             .occupied()
-            .filter(|(_, e)| e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d <= now))
+            .filter(|(_, e)| {
+                e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d.get() <= now)
+            })
             .map(|(cell, e)| (cell, e.id))
             .collect();
         let lost = expired

@@ -33,7 +33,7 @@ use crate::engine::request::Unsettled;
 use crate::names;
 use crate::raw::rlock::RLOCK;
 use crate::raw::rlock::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
-use crate::raw::RawLock;
+use crate::raw::Kind;
 use crate::transport::pubsub::Hub;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
@@ -266,7 +266,7 @@ impl Core {
 #[derive(Debug, Clone)]
 pub(crate) struct Unlock {
     /// The kind whose unlock this is.
-    pub(crate) raw: &'static dyn RawLock,
+    pub(crate) raw: &'static Kind,
     pub(crate) name: Arc<str>,
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
@@ -278,7 +278,7 @@ pub(crate) struct Unlock {
 
 impl Unlock {
     pub(crate) fn new(
-        raw: &'static dyn RawLock,
+        raw: &'static Kind,
         name: Arc<str>,
         key: Arc<str>,
         field: Arc<str>,

@@ -24,11 +24,11 @@ use crate::client::Shared;
 use crate::engine::release::{Job, PendingAttempt, Unlock};
 use crate::names;
 use crate::raw::rlock::AcquireArgs;
-use crate::raw::RawLock;
+use crate::raw::Kind;
 
 /// One acquire call, as Redis sees it.
 pub(crate) struct AcquireRequest {
-    raw: &'static dyn RawLock,
+    raw: &'static Kind,
     shared: Arc<Shared>,
     name: Arc<str>,
     key: Arc<str>,
@@ -59,7 +59,7 @@ pub(crate) struct Unsettled {
 
 impl AcquireRequest {
     pub(crate) fn new(
-        raw: &'static dyn RawLock,
+        raw: &'static Kind,
         shared: Arc<Shared>,
         name: Arc<str>,
         key: Arc<str>,

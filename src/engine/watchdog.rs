@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::holds::{Holds, Lease, LostHold, Renewal};
 use crate::engine::release::Core;
 use crate::raw::rlock::Protocol;
-use crate::raw::RawLock;
+use crate::raw::Kind;
 use crate::transport::pubsub::Hub;
 
 /// Settings of the watchdog task.
@@ -28,7 +28,7 @@ pub(crate) struct Watchdog {
     pub(crate) hub: Arc<Hub>,
     /// The kind renewed. (Registry entries record no kind yet: every hold is an RLock. With a
     /// second kind, entries carry theirs and batches group by it too.)
-    pub(crate) raw: &'static dyn RawLock,
+    pub(crate) raw: &'static Kind,
     /// Releases holds lost by the lease clock (they may still be in Redis).
     pub(crate) releaser: Core,
     pub(crate) lease: Duration,

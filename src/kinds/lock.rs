@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::owner::Owner;
 use crate::raw::rlock::{KeyKind, RLOCK};
-use crate::raw::RawLock;
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///

@@ -420,8 +420,8 @@ impl Protocol {
 #[derive(Debug)]
 pub(crate) struct RLock;
 
-/// The one `RLock` implementation every `Lock` hands the engine.
-pub(crate) static RLOCK: RLock = RLock;
+/// The `RLock` kind every `Lock` hands the engine.
+pub(crate) static RLOCK: super::Kind = super::Kind(&RLock);
 
 impl super::RawLock for RLock {
     fn channel(&self, key: &str) -> String {
