@@ -322,6 +322,8 @@ struct Slab {
     cells: Vec<Option<Entry>>,
     free: Vec<usize>,
     len: usize,
+    /// Entries with watchdog holds (kept as they change, so counting them scans nothing).
+    renewed: usize,
 }
 
 impl Slab {
@@ -388,6 +390,9 @@ impl Slab {
             }
         }
         self.len -= 1;
+        if entry.watchdog_holds > 0 {
+            self.renewed -= 1;
+        }
         if self.len == 0 {
             // Nothing held any more: give the memory back.
             *self = Slab::default();
@@ -473,9 +478,13 @@ impl Holds {
                 lost: LostSignal::default(),
             }),
         };
-        let entry = entries.cells[cell].as_mut().expect("just found or made");
+        let slab = &mut *entries;
+        let entry = slab.cells[cell].as_mut().expect("just found or made");
         match lease {
             Lease::Watchdog => {
+                if entry.watchdog_holds == 0 {
+                    slab.renewed += 1;
+                }
                 entry.watchdog_holds += 1;
                 entry.last_confirmed = sent_at.into();
             }
@@ -508,15 +517,20 @@ impl Holds {
             drop(entries);
             return Surrender::Lost(announce(vec![LostHold::of(entry, reason)]).pop());
         }
+        let stops_renewal = matches!(lease, Lease::Watchdog) && entry.watchdog_holds == 1;
         match lease {
             Lease::Watchdog => entry.watchdog_holds = entry.watchdog_holds.saturating_sub(1),
             Lease::Fixed(_) => entry.lease_holds = entry.lease_holds.saturating_sub(1),
         }
         let last = entry.holds() == 0;
+        if !last {
+            entry.update_clock(self.watchdog_lease);
+        }
+        if stops_renewal {
+            entries.renewed -= 1;
+        }
         if last {
             entries.remove(ticket.cell, ticket.entry_id);
-        } else {
-            entry.update_clock(self.watchdog_lease);
         }
         Surrender::Live { last }
     }
@@ -583,11 +597,7 @@ impl Holds {
 
     /// Number of entries the watchdog renews.
     pub(crate) fn renewed_len(&self) -> usize {
-        self.entries
-            .lock()
-            .values()
-            .filter(|e| e.watchdog_holds > 0)
-            .count()
+        self.entries.lock().renewed
     }
 
     /// Every entry with watchdog holds, as it stands.
@@ -791,6 +801,33 @@ mod tests {
         );
         assert!(lost[0].may_remain(), "lost by the clock: it is released");
         assert_eq!(t.lost.reason(), Some(LostReason::Unconfirmed));
+    }
+
+    #[test]
+    fn the_renewed_count_follows_watchdog_holds_without_a_scan() {
+        let holds = Holds::default();
+        let now = Instant::now();
+        let w = register(&holds, "k", "u:1", Lease::Watchdog, now);
+        let f = register(
+            &holds,
+            "k",
+            "u:1",
+            Lease::Fixed(Duration::from_secs(5)),
+            now,
+        );
+        let other = register(&holds, "j", "u:1", Lease::Watchdog, now);
+        assert_eq!(holds.renewed_len(), 2);
+        holds.surrender(&w, Lease::Watchdog);
+        assert_eq!(holds.renewed_len(), 1, "k has only a fixed lease left");
+        assert_eq!(holds.len(), 2);
+        holds.lose(&other, LostReason::Gone);
+        assert_eq!(holds.renewed_len(), 0);
+        holds.surrender(&f, Lease::Fixed(Duration::from_secs(5)));
+        assert_eq!((holds.len(), holds.renewed_len()), (0, 0));
+        let again = register(&holds, "k", "u:2", Lease::Watchdog, now);
+        assert_eq!(holds.renewed_len(), 1);
+        holds.lose(&again, LostReason::Gone);
+        assert_eq!(holds.renewed_len(), 0);
     }
 
     #[test]
