@@ -1,0 +1,179 @@
+//! The lock-lost signal a hold's guards share, and its lease clock: why the lock was lost,
+//! the cancellation token made only when a guard asks for one, and the instant the lease runs
+//! out unless a renewal is confirmed first.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Why a lock was lost (see [`LockGuard::lost_reason`](crate::LockGuard::lost_reason)).
+///
+/// ```
+/// use redisson_lock::LostReason;
+///
+/// let reason = LostReason::Gone;
+/// assert_eq!(reason.to_string(), "renewal found the lock deleted or held by another owner");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Renewal found the lock deleted, expired, or held by another owner.
+    Gone,
+    /// A whole lease passed without a confirmed renewal (Redis unreachable or too slow), so the
+    /// lock may have expired.
+    Unconfirmed,
+    /// The fixed lease ran out.
+    LeaseExpired,
+    /// The client shut down and released it.
+    Shutdown,
+}
+
+impl std::fmt::Display for LostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LostReason::Gone => "renewal found the lock deleted or held by another owner",
+            LostReason::Unconfirmed => "no renewal was confirmed for a whole lease",
+            LostReason::LeaseExpired => "the fixed lease ran out",
+            LostReason::Shutdown => "the client shut down",
+        })
+    }
+}
+
+/// The lock-lost signal shared by the guards of one entry: why it fired, a cancellation token
+/// made only when a guard asks for one (most holds never do, and a token costs more memory
+/// than the rest of the entry), and the **lease clock**: the instant the hold's lease runs out
+/// unless a renewal is confirmed first. Past it the hold is lost whatever Redis says later, so
+/// a guard can tell from the clock alone, at once, even if nothing has run since (a frozen
+/// process, a starved runtime).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LostSignal(Arc<LostInner>);
+
+#[derive(Debug, Default)]
+struct LostInner {
+    state: Mutex<LostState>,
+    /// The lease clock: nanoseconds after [`clock_base`] (0 = not set), and the reason it
+    /// gives when it runs out (`CLOCK_*`).
+    deadline: AtomicU64,
+    clock_reason: AtomicU8,
+}
+
+const CLOCK_UNCONFIRMED: u8 = 0;
+const CLOCK_LEASE: u8 = 1;
+
+/// An instant in 8 bytes (nanoseconds after [`clock_base`], never 0, so an `Option` of it is 8
+/// bytes too): the registry keeps two per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Stamp(std::num::NonZeroU64);
+
+impl From<Instant> for Stamp {
+    fn from(at: Instant) -> Stamp {
+        let nanos = at.saturating_duration_since(clock_base()).as_nanos();
+        Stamp(std::num::NonZeroU64::new(nanos.clamp(1, u64::MAX as u128) as u64).expect("clamped"))
+    }
+}
+
+impl Stamp {
+    pub(super) fn get(self) -> Instant {
+        clock_base() + Duration::from_nanos(self.0.get())
+    }
+}
+
+/// The instant lease clocks count from (taken on first use).
+pub(super) fn clock_base() -> Instant {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+#[derive(Debug, Default)]
+struct LostState {
+    reason: Option<LostReason>,
+    token: Option<CancellationToken>,
+}
+
+impl LostSignal {
+    /// Sets the lease clock: the hold is lost at `deadline` for `reason` unless set again.
+    pub(super) fn set_clock(&self, deadline: Instant, reason: LostReason) {
+        let nanos = deadline
+            .saturating_duration_since(clock_base())
+            .as_nanos()
+            .clamp(1, u64::MAX as u128) as u64;
+        let code = if reason == LostReason::LeaseExpired {
+            CLOCK_LEASE
+        } else {
+            CLOCK_UNCONFIRMED
+        };
+        self.0.clock_reason.store(code, Ordering::Relaxed);
+        self.0.deadline.store(nanos, Ordering::Release);
+    }
+
+    /// When the lease clock runs out (`None` if it was never set).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match self.0.deadline.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(clock_base() + Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// Fires the signal if the lease clock has run out at `now`; returns whether it has fired.
+    pub(crate) fn check_clock(&self, now: Instant) -> bool {
+        if self.is_fired() {
+            return true;
+        }
+        match self.clock_ran_out(now) {
+            Some(reason) => {
+                self.fire(reason);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Why the lease clock has run out at `now`, if it has (fires nothing).
+    pub(super) fn clock_ran_out(&self, now: Instant) -> Option<LostReason> {
+        let deadline = self.deadline()?;
+        (now >= deadline).then(|| match self.0.clock_reason.load(Ordering::Relaxed) {
+            CLOCK_LEASE => LostReason::LeaseExpired,
+            _ => LostReason::Unconfirmed,
+        })
+    }
+
+    /// Fires the signal; the first reason given sticks.
+    pub(crate) fn fire(&self, reason: LostReason) {
+        let token = {
+            let mut state = self.0.state.lock();
+            if state.reason.is_some() {
+                return;
+            }
+            state.reason = Some(reason);
+            state.token.clone()
+        };
+        if let Some(token) = token {
+            token.cancel();
+        }
+    }
+
+    pub(crate) fn is_fired(&self) -> bool {
+        self.0.state.lock().reason.is_some()
+    }
+
+    pub(crate) fn reason(&self) -> Option<LostReason> {
+        self.0.state.lock().reason
+    }
+
+    /// The signal's token (made on first use), cancelled once the signal fires.
+    pub(crate) fn token(&self) -> CancellationToken {
+        let mut state = self.0.state.lock();
+        let token = state
+            .token
+            .get_or_insert_with(CancellationToken::new)
+            .clone();
+        if state.reason.is_some() {
+            token.cancel();
+        }
+        token
+    }
+}
