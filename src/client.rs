@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, PublishMode};
 use crate::engine::handoff::Handoffs;
 use crate::engine::holds::{Holds, Lease};
-use crate::engine::release::{self, Core, Job, SpentLatches, Unlock};
+use crate::engine::release::{self, Core, Job, SpentLatches};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
@@ -158,17 +158,7 @@ impl LockClient {
             key_prefix: config.key_prefix().into(),
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
         };
-        let watchdog = Watchdog {
-            raw: &RLOCK,
-            holds: holds.clone(),
-            protocol: protocol.clone(),
-            hub: hub.clone(),
-            releaser: releaser.clone(),
-            lease: config.watchdog_timeout(),
-            interval: config.renewal_interval(),
-            batch_size: config.renewal_batch_size(),
-        };
-        spawn_watchdog(watchdog, client, &config, tasks.clone()).await?;
+        spawn_watchdog(releaser.clone(), client, &config, tasks.clone()).await?;
         tokio::spawn(release::run_release_task(releaser.clone(), rx));
         tokio::spawn(release::run_latch_sweeper(
             protocol.clone(),
@@ -252,14 +242,8 @@ impl LockClient {
         }
         let shared = &self.shared;
         shared.handoffs().close();
-        let lease_ms = Lease::Watchdog.millis(shared.config.watchdog_timeout());
         for (key, field, count) in shared.core.holds.drain() {
-            for _ in 0..count {
-                let name = key.strip_prefix(shared.config.key_prefix()).unwrap_or(&key);
-                // (Registry entries record no kind yet: every hold is an RLock.)
-                let unlock = Unlock::new(&RLOCK, name.into(), key.clone(), field.clone(), lease_ms);
-                shared.send_job(Job::Unlock(unlock));
-            }
+            shared.core.release_holds(&key, &field, count);
         }
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
@@ -292,13 +276,13 @@ async fn connect_manager(client: redis::Client, config: &Config) -> Result<Conne
 /// long computation) must not stall renewal, or its locks would expire under it. (Redisson
 /// renews from Netty's threads for the same reason.) Returns once the connection is made.
 async fn spawn_watchdog(
-    mut watchdog: Watchdog,
+    core: Core,
     client: redis::Client,
     config: &Config,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let config = config.clone();
-    let publish = watchdog.protocol.publish_command();
+    let publish = core.protocol.publish_command();
     let (ready, connected) = oneshot::channel();
     std::thread::Builder::new()
         .name("redisson-lock-watchdog".into())
@@ -316,7 +300,14 @@ async fn spawn_watchdog(
             runtime.block_on(async move {
                 match connect_manager(client, &config).await {
                     Ok(conn) => {
-                        watchdog.protocol = Protocol::new(Connection::Standalone(conn), publish);
+                        let watchdog = Watchdog {
+                            protocol: Protocol::new(Connection::Standalone(conn), publish),
+                            raw: &RLOCK,
+                            core,
+                            lease: config.watchdog_timeout(),
+                            interval: config.renewal_interval(),
+                            batch_size: config.renewal_batch_size(),
+                        };
                         let _ = ready.send(Ok(()));
                         watchdog.run(shutdown).await;
                     }

@@ -233,19 +233,21 @@ impl Core {
         if !lost.may_remain() {
             return;
         }
-        let name: Arc<str> = lost
-            .key
-            .strip_prefix(&*self.key_prefix)
-            .unwrap_or(&lost.key)
-            .into();
-        tracing::debug!(lock = %name, holds = lost.holds, "releasing a hold lost by its lease clock");
-        for _ in 0..lost.holds {
+        tracing::debug!(key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
+        self.release_holds(&lost.key, &lost.field, lost.holds);
+    }
+
+    /// Has the release task release `holds` holds of `key` by `field`, one unlock each (the
+    /// unlock script takes one hold off per call), with the watchdog lease for what remains.
+    pub(crate) fn release_holds(&self, key: &Arc<str>, field: &Arc<str>, holds: u32) {
+        let name: Arc<str> = key.strip_prefix(&*self.key_prefix).unwrap_or(key).into();
+        for _ in 0..holds {
             // (Registry entries record no kind yet: every hold is an RLock.)
             let unlock = Unlock::new(
                 &RLOCK,
                 name.clone(),
-                lost.key.clone(),
-                lost.field.clone(),
+                key.clone(),
+                field.clone(),
                 self.watchdog_lease_ms,
             );
             self.send(Job::Unlock(unlock));

@@ -7,30 +7,27 @@
 //! ends fixed leases when they run out. Whenever it loses an entry it wakes this client's
 //! waiters of that lock, which may have been counting on the holder's unlock message.
 
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::holds::{Holds, Lease, LostHold, Renewal};
+use crate::engine::holds::{Lease, LostHold, Renewal};
 use crate::engine::release::Core;
 use crate::raw::rlock::Protocol;
 use crate::raw::Kind;
-use crate::transport::pubsub::Hub;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {
-    pub(crate) holds: Arc<Holds>,
+    /// Its own connection (on the watchdog's thread), not the core's.
     pub(crate) protocol: Protocol,
-    /// Told of every lost lock, to wake the waiters of its channel.
-    pub(crate) hub: Arc<Hub>,
     /// The kind renewed. (Registry entries record no kind yet: every hold is an RLock. With a
     /// second kind, entries carry theirs and batches group by it too.)
     pub(crate) raw: &'static Kind,
-    /// Releases holds lost by the lease clock (they may still be in Redis).
-    pub(crate) releaser: Core,
+    /// The registry it renews, the hub it wakes waiters through when a lock is lost, and the
+    /// release of holds lost by the lease clock (they may still be in Redis).
+    pub(crate) core: Core,
     pub(crate) lease: Duration,
     pub(crate) interval: Duration,
     pub(crate) batch_size: usize,
@@ -41,7 +38,7 @@ impl Watchdog {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let mut next_cycle = Instant::now() + self.interval;
         loop {
-            let deadline = self.holds.next_lease_deadline();
+            let deadline = self.core.holds.next_lease_deadline();
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep_until(next_cycle) => {
@@ -50,9 +47,9 @@ impl Watchdog {
                     next_cycle = started + self.interval;
                 }
                 _ = sleep_until_some(deadline) => {
-                    self.after_loss(self.holds.expire_leases(Instant::now()));
+                    self.after_loss(self.core.holds.expire_leases(Instant::now()));
                 }
-                _ = self.holds.changed.notified() => {}
+                _ = self.core.holds.changed.notified() => {}
             }
         }
     }
@@ -60,7 +57,7 @@ impl Watchdog {
     /// One renewal cycle over every entry with watchdog holds: batches of `batch_size` keys,
     /// up to [`BATCHES_IN_FLIGHT`] of them sent before the first reply is read.
     async fn renew_all(&self) {
-        let mut snapshot = self.holds.renewal_snapshot();
+        let mut snapshot = self.core.holds.renewal_snapshot();
         let lease_ms = Lease::Watchdog.millis(self.lease);
         // One script's keys must be ones the topology lets share a call.
         let batches: Vec<&[Renewal]> =
@@ -84,16 +81,19 @@ impl Watchdog {
             }
             let (index, sent_at, result) = next_reply(&mut in_flight).await;
             match result {
-                Ok(renewed) => {
-                    self.after_loss(self.holds.apply_renewals(batches[index], renewed, sent_at))
-                }
+                Ok(renewed) => self.after_loss(self.core.holds.apply_renewals(
+                    batches[index],
+                    renewed,
+                    sent_at,
+                )),
                 Err(err) => {
                     tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
                     let now = Instant::now();
-                    self.after_loss(
-                        self.holds
-                            .expire_unconfirmed(batches[index], self.lease, now),
-                    );
+                    self.after_loss(self.core.holds.expire_unconfirmed(
+                        batches[index],
+                        self.lease,
+                        now,
+                    ));
                     if crate::error::is_transient(&err) {
                         // The rest would fail the same way: send no more, check their age.
                         broken = true;
@@ -104,7 +104,7 @@ impl Watchdog {
         if broken {
             let now = Instant::now();
             for rest in &batches[next..] {
-                self.after_loss(self.holds.expire_unconfirmed(rest, self.lease, now));
+                self.after_loss(self.core.holds.expire_unconfirmed(rest, self.lease, now));
             }
         }
     }
@@ -114,8 +114,8 @@ impl Watchdog {
     /// what the lease clock lost.
     fn after_loss(&self, lost: Vec<LostHold>) {
         for hold in lost {
-            self.hub.wake(&self.raw.channel(&hold.key));
-            self.releaser.release_lost(&hold);
+            self.core.hub.wake(&self.raw.channel(&hold.key));
+            self.core.release_lost(&hold);
         }
     }
 }
