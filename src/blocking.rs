@@ -329,7 +329,7 @@ impl LockGuard {
     }
 
     /// The owner field in the lock's hash.
-    pub fn owner_field(&self) -> &str {
+    pub fn owner_field(&self) -> String {
         self.get().owner_field()
     }
 

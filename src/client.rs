@@ -15,7 +15,7 @@ use crate::engine::release::{self, Core, Job, SpentLatches};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
-use crate::raw::rlock::{Protocol, RLOCK};
+use crate::raw::rlock::Protocol;
 use crate::transport::pubsub::Hub;
 use crate::transport::Connection;
 
@@ -144,7 +144,8 @@ impl LockClient {
         )
         .await
         .map_err(pubsub_error)?;
-        let holds = Arc::new(Holds::new(config.watchdog_timeout()));
+        let client_id = uuid::Uuid::new_v4().to_string();
+        let holds = Arc::new(Holds::new(config.watchdog_timeout(), &client_id));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
         let releaser = Core {
@@ -166,7 +167,6 @@ impl LockClient {
             tasks.clone(),
         ));
 
-        let client_id = uuid::Uuid::new_v4().to_string();
         tracing::debug!(client_id, "lock client connected");
         Ok(LockClient {
             shared: Arc::new(Shared {
@@ -242,8 +242,8 @@ impl LockClient {
         }
         let shared = &self.shared;
         shared.handoffs().close();
-        for (key, field, count) in shared.core.holds.drain() {
-            shared.core.release_holds(&key, &field, count);
+        for held in shared.core.holds.drain() {
+            shared.core.release_holds(&held);
         }
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
@@ -302,7 +302,6 @@ async fn spawn_watchdog(
                     Ok(conn) => {
                         let watchdog = Watchdog {
                             protocol: Protocol::new(Connection::Standalone(conn), publish),
-                            raw: &RLOCK,
                             core,
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),

@@ -82,9 +82,24 @@ impl Owner {
         THREAD_OWNER.with(|o| *o)
     }
 
+    /// The owner numbered `id` (unit tests name owners like fields: `u:1` is `from_id(1)`).
+    #[cfg(test)]
+    pub(crate) fn from_id(id: i64) -> Owner {
+        Owner(id)
+    }
+
     /// The hash field `<client_id>:<id>` this owner holds a lock under.
     pub(crate) fn field(&self, client_id: &str) -> String {
-        format!("{client_id}:{}", self.0)
+        let mut field = String::with_capacity(client_id.len() + 21);
+        self.write_field(client_id, &mut field);
+        field
+    }
+
+    /// Appends the hash field to `out` (renewal formats a batch of fields into one buffer).
+    pub(crate) fn write_field(&self, client_id: &str, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str(client_id);
+        let _ = write!(out, ":{}", self.0);
     }
 }
 

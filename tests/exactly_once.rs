@@ -55,7 +55,7 @@ async fn a_lost_reply_to_the_first_attempt_gives_one_guard_over_one_hold() {
         };
         assert_eq!(proxy.cuts(), round + 1, "the fault fired");
         assert_eq!(
-            holds_of(&server, name, guard.owner_field()),
+            holds_of(&server, name, &guard.owner_field()),
             Some(1),
             "one guard, one hold"
         );
@@ -95,7 +95,7 @@ async fn a_woken_waiter_whose_reply_is_lost_holds_once() {
 
     let next = timeout(PROMPT, waiter).await.unwrap().unwrap().unwrap();
     assert_eq!(proxy.cuts(), 1, "the fault fired");
-    assert_eq!(holds_of(&server, "woken", next.owner_field()), Some(1));
+    assert_eq!(holds_of(&server, "woken", &next.owner_field()), Some(1));
     next.unlock().await.unwrap();
     assert_eq!(
         server.cmd::<i64>(&["EXISTS", "woken"]),
@@ -136,7 +136,7 @@ async fn a_hand_off_whose_acquire_reply_is_lost_holds_once() {
     let _ = second.unlock().await; // its own answer may be lost with the write
     let third = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
     assert_eq!(proxy.cuts(), 1, "the fault fired");
-    assert_eq!(holds_of(&server, "relay", third.owner_field()), Some(1));
+    assert_eq!(holds_of(&server, "relay", &third.owner_field()), Some(1));
     third.unlock().await.unwrap();
     assert!(
         eventually(PROMPT, || server.cmd::<i64>(&["EXISTS", "relay"]) == 0).await,

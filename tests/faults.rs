@@ -37,7 +37,7 @@ async fn restart_with_data_loss_frees_waiters_and_tells_holders() {
         .unwrap();
     assert_eq!(
         server
-            .cmd::<String>(&["HGET", "restart", acquired.owner_field()])
+            .cmd::<String>(&["HGET", "restart", &acquired.owner_field()])
             .parse::<i64>()
             .unwrap(),
         1
@@ -248,12 +248,12 @@ async fn unlock_resent_after_timeouts_never_drifts_the_hold_count() {
     // Whatever the caller was told, exactly one hold was released.
     assert!(
         eventually(PROMPT, || {
-            server.cmd::<Option<String>>(&["HGET", "paused", outer.owner_field()])
+            server.cmd::<Option<String>>(&["HGET", "paused", &outer.owner_field()])
                 == Some("1".to_string())
         })
         .await,
         "hold count drifted after re-sent unlocks ({result:?}): {:?}",
-        server.cmd::<Option<String>>(&["HGET", "paused", outer.owner_field()])
+        server.cmd::<Option<String>>(&["HGET", "paused", &outer.owner_field()])
     );
     outer.unlock().await.unwrap();
     assert_eq!(server.cmd::<i64>(&["EXISTS", "paused"]), 0);

@@ -227,7 +227,7 @@ async fn java_unlock_wakes_a_rust_waiter_by_message(jar: &Path) {
         .expect("the Rust waiter was not woken by Redisson's unlock message (Java's lease is 30 s)")
         .unwrap();
     assert!(acquired_at >= unlocked_at);
-    assert_eq!(hgetall(&s.server, "s2"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s2"), only(&guard.owner_field(), 1));
     guard.unlock().await.unwrap();
 }
 
@@ -244,7 +244,7 @@ async fn rust_unlock_wakes_a_java_waiter_by_message_and_not_before(jar: &Path) {
         waiter.within(STAYS_OUT).await.is_none(),
         "Redisson acquired while Rust holds"
     );
-    assert_eq!(hgetall(&s.server, "s3"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s3"), only(&guard.owner_field(), 1));
 
     guard.unlock().await.unwrap();
     assert!(
@@ -345,7 +345,7 @@ async fn java_watchdog_keeps_the_lock_past_several_leases(jar: &Path) {
         .await
         .expect("the Rust waiter did not get the lock after Java's unlock")
         .unwrap();
-    assert_eq!(hgetall(&s.server, "s5"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s5"), only(&guard.owner_field(), 1));
     guard.unlock().await.unwrap();
 }
 
@@ -368,7 +368,7 @@ async fn rust_watchdog_keeps_the_lock_past_several_leases(jar: &Path) {
     assert!(ttl > 0 && ttl <= WATCHDOG_MS as i64, "renewed TTL {ttl}");
     assert!(!guard.is_lost());
     assert_eq!(s.rust.renewed_locks(), 1);
-    assert_eq!(hgetall(&s.server, "s5r"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s5r"), only(&guard.owner_field(), 1));
 
     let mut waiter = s.java.lock_async_report("s5r", "b", None).await;
     until_subscribers(&s.server, "s5r", 1).await;
@@ -454,7 +454,7 @@ async fn java_unlock_of_a_rust_lock_is_illegal_monitor_state(jar: &Path) {
     let java_field = s.java.field("a").await;
     let guard = s.rust.lock("s6j").lock().await.unwrap();
     let before = hgetall(&s.server, "s6j");
-    assert_eq!(before, only(guard.owner_field(), 1));
+    assert_eq!(before, only(&guard.owner_field(), 1));
 
     let err = s.java.unlock("s6j", "a").await.unwrap_err();
     assert!(err.is_illegal_monitor_state(), "{err}");
@@ -503,7 +503,7 @@ async fn java_force_unlock_signals_the_rust_holder_and_wakes_a_rust_waiter(jar: 
         .await
         .expect("the Rust waiter was not woken by Redisson's forceUnlock message")
         .unwrap();
-    assert_eq!(hgetall(&s.server, "s7"), only(next.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s7"), only(&next.owner_field(), 1));
     tokio::time::timeout(LEASE * 2, guard.lost())
         .await
         .expect("the Rust holder's lock-lost signal did not fire after forceUnlock");
@@ -512,7 +512,7 @@ async fn java_force_unlock_signals_the_rust_holder_and_wakes_a_rust_waiter(jar: 
     assert!(err.is_lock_lost() || err.is_not_owner(), "{err}");
     assert_eq!(
         hgetall(&s.server, "s7"),
-        only(next.owner_field(), 1),
+        only(&next.owner_field(), 1),
         "the stale holder touched the new holder's hash"
     );
     next.unlock().await.unwrap();
@@ -561,7 +561,7 @@ async fn java_lease_only_lock_expires_on_time_for_rust(jar: &Path) {
         waited >= Duration::from_millis(790) && waited < Duration::from_millis(800) + LEASE * 2,
         "acquired {waited:?} after Java's 800 ms lease began"
     );
-    assert_eq!(hgetall(&s.server, "s8"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&s.server, "s8"), only(&guard.owner_field(), 1));
     guard.unlock().await.unwrap();
 }
 
@@ -624,7 +624,7 @@ async fn hash_tagged_names_share_the_channel_both_ways(jar: &Path) {
             .unwrap();
         assert_eq!(
             hgetall(&s.server, name),
-            only(guard.owner_field(), 1),
+            only(&guard.owner_field(), 1),
             "{name}"
         );
         guard.unlock().await.unwrap();
@@ -661,7 +661,7 @@ async fn rust_shutdown_releases_reentrant_holds_and_wakes_a_java_waiter(jar: &Pa
     let lock = holder.lock("s10").with_owner(Owner::new());
     let outer = lock.lock().await.unwrap();
     let inner = lock.lock().await.unwrap();
-    assert_eq!(hgetall(&s.server, "s10"), only(outer.owner_field(), 2));
+    assert_eq!(hgetall(&s.server, "s10"), only(&outer.owner_field(), 2));
     let mut waiter = s.java.lock_async_report("s10", "a", None).await;
     until_subscribers(&s.server, "s10", 1).await;
     assert!(waiter.within(Duration::from_millis(100)).await.is_none());
@@ -726,7 +726,7 @@ async fn a_killed_jvm_holder_is_outwaited_by_its_last_renewed_lease(jar: &Path) 
         "the waiter took {:?}, more than one lease after the JVM died",
         acquired_at - killed_at
     );
-    assert_eq!(hgetall(&server, "s11"), only(guard.owner_field(), 1));
+    assert_eq!(hgetall(&server, "s11"), only(&guard.owner_field(), 1));
     guard.unlock().await.unwrap();
 }
 

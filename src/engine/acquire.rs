@@ -83,7 +83,7 @@ impl Target<'_> {
             (Some(subscription), _) => subscription,
             (None, channel) => {
                 // First attempt before subscribing: the uncontended path costs one round trip.
-                if let Ok(guard) = self.attempt(&request, &field, owner, lease).await? {
+                if let Ok(guard) = self.attempt(&request, owner, lease).await? {
                     return Ok(Some(guard));
                 }
                 match channel {
@@ -96,10 +96,10 @@ impl Target<'_> {
         let handoffs = self.shared.handoffs();
         let parked = Parked {
             lock: self,
-            owner,
             request: &request,
             place: Place::new(
                 field.clone(),
+                owner,
                 lease,
                 request.lease_ms(),
                 request.latch_cell(),
@@ -128,7 +128,7 @@ impl Target<'_> {
                 }
                 Standing::Answered(Outcome::Acquired(ticket)) => {
                     request.spend();
-                    return Ok(Some(self.hold(&field, owner, lease, ticket)));
+                    return Ok(Some(self.hold(lease, ticket)));
                 }
                 Standing::Answered(Outcome::Held { pttl_ms }) => {
                     request.answered(Instant::now());
@@ -150,14 +150,14 @@ impl Target<'_> {
             let reply = match reply {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
-                    && (self.shared.core.holds.held_by_other(self.key, &field)
+                    && (self.shared.core.holds.held_by_other(self.key, owner)
                         || handoffs.in_flight(self.key)) =>
                 {
                     None
                 }
                 // Retry now that the subscription is live: an unlock published before it was
                 // confirmed would otherwise be missed.
-                None => Some(self.attempt(&request, &field, owner, lease).await),
+                None => Some(self.attempt(&request, owner, lease).await),
             };
             let pttl = match reply {
                 None => self.shared.config.watchdog_timeout().as_millis() as i64,
@@ -205,17 +205,8 @@ impl Target<'_> {
     }
 
     /// A hold just acquired and registered under `ticket`.
-    fn hold(&self, field: &Arc<str>, owner: Owner, lease: Lease, ticket: Ticket) -> Hold {
-        Hold {
-            raw: self.raw,
-            shared: self.shared.clone(),
-            name: self.name.clone(),
-            key: self.key.clone(),
-            field: field.clone(),
-            owner,
-            lease,
-            ticket,
-        }
+    fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
+        Hold::new(self.shared.clone(), ticket, lease)
     }
 
     /// One acquire attempt: `Ok(Ok(hold))` acquired, `Ok(Err(pttl))` held by another.
@@ -227,7 +218,6 @@ impl Target<'_> {
     async fn attempt(
         &self,
         request: &AcquireRequest,
-        field: &Arc<str>,
         owner: Owner,
         lease: Lease,
     ) -> Result<std::result::Result<Hold, i64>> {
@@ -257,9 +247,9 @@ impl Target<'_> {
                         .shared
                         .core
                         .holds
-                        .register(self.key, field, lease, since);
+                        .register(self.raw, self.key, owner, lease, since);
                     request.spend();
-                    return Ok(Ok(self.hold(field, owner, lease, ticket)));
+                    return Ok(Ok(self.hold(lease, ticket)));
                 }
                 Ok(Attempt::Held { pttl_ms }) => {
                     request.answered(sent_at);
@@ -290,7 +280,6 @@ impl Target<'_> {
 /// released, like a dropped guard, and a hand-off still in flight settles its own answer.
 struct Parked<'a> {
     lock: &'a Target<'a>,
-    owner: Owner,
     request: &'a AcquireRequest,
     place: Arc<Place>,
 }
@@ -302,8 +291,7 @@ impl Drop for Parked<'_> {
             Forgotten::Unread(Outcome::Acquired(ticket)) => {
                 tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
                 self.request.spend();
-                lock.hold(self.place.field(), self.owner, self.place.lease(), ticket)
-                    .abandon();
+                lock.hold(self.place.lease(), ticket).abandon();
             }
             Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),
             Forgotten::Unread(Outcome::Held { .. }) => {

@@ -35,7 +35,9 @@ use tokio::time::Instant;
 
 use crate::engine::holds::{Holds, Lease, Ticket};
 use crate::engine::request::LatchCell;
+use crate::owner::Owner;
 use crate::raw::rlock::{AcquireArgs, Attempt};
+use crate::raw::Kind;
 
 const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 
@@ -78,6 +80,7 @@ impl KeyState {
 /// One waiter's place: who it acquires for, and the answer to its hand-off.
 pub(crate) struct Place {
     field: Arc<str>,
+    owner: Owner,
     lease: Lease,
     lease_ms: u64,
     /// The waiter's acquire latch: a hand-off acquires under it, so the waiter's own re-send
@@ -137,23 +140,20 @@ pub(crate) enum Standing {
 impl Place {
     pub(crate) fn new(
         field: Arc<str>,
+        owner: Owner,
         lease: Lease,
         lease_ms: u64,
         latch: LatchCell,
     ) -> Arc<Place> {
         Arc::new(Place {
             field,
+            owner,
             lease,
             lease_ms,
             latch,
             state: Mutex::new(PlaceState::Idle),
             ready: Notify::new(),
         })
-    }
-
-    /// The waiter's owner field.
-    pub(crate) fn field(&self) -> &Arc<str> {
-        &self.field
     }
 
     /// The lease the waiter acquires with.
@@ -359,6 +359,7 @@ impl Offer {
         listeners: Option<i64>,
         attempt: Option<redis::RedisResult<Attempt>>,
         holds: &Holds,
+        raw: &'static Kind,
         sent_at: Instant,
     ) -> (Option<Orphan>, bool) {
         self.settled = true;
@@ -385,8 +386,9 @@ impl Offer {
                 }
                 _ if matches!(*state, PlaceState::Gone) => None,
                 Ok(Attempt::Acquired) => Some(Outcome::Acquired(holds.register(
+                    raw,
                     &self.key,
-                    &place.field,
+                    place.owner,
                     place.lease,
                     sent_at,
                 ))),
@@ -442,11 +444,14 @@ impl Drop for Offer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::raw::rlock::RLOCK;
 
     fn place(field: &str) -> Arc<Place> {
         let latch: Arc<str> = format!("latch-{field}").into();
+        let id = field.strip_prefix("u:").unwrap().parse().unwrap();
         Place::new(
             field.into(),
+            Owner::from_id(id),
             Lease::Watchdog,
             30_000,
             Arc::new(Mutex::new(latch)),
@@ -457,7 +462,7 @@ mod tests {
         // A count-only release tells the registry this client is alone on the channel.
         let offer = handoffs.offer(key, true).expect("a waiter is parked");
         assert!(offer.waiter().is_none(), "nothing known yet: count only");
-        offer.settle(Some(1), None, &Holds::default(), Instant::now());
+        offer.settle(Some(1), None, &Holds::default(), &RLOCK, Instant::now());
     }
 
     #[test]
@@ -485,12 +490,17 @@ mod tests {
         assert!(handoffs.in_flight("k"));
         assert!(matches!(handoffs.leave("k", &a), Standing::Pending));
         let holds = Holds::default();
-        let (orphan, missed) =
-            offer.settle(Some(2), Some(Ok(Attempt::Acquired)), &holds, Instant::now());
+        let (orphan, missed) = offer.settle(
+            Some(2),
+            Some(Ok(Attempt::Acquired)),
+            &holds,
+            &RLOCK,
+            Instant::now(),
+        );
         assert!(orphan.is_none() && !missed);
         assert!(!handoffs.in_flight("k"));
         assert!(
-            holds.held_by_other("k", "u:2"),
+            holds.held_by_other("k", Owner::from_id(2)),
             "registered before the waiter wakes"
         );
         assert!(matches!(
@@ -522,8 +532,13 @@ mod tests {
         let offer = handoffs.offer(&key, true).unwrap();
         assert!(matches!(handoffs.forget("k", &a), Forgotten::InFlight));
         let holds = Holds::default();
-        let (orphan, _) =
-            offer.settle(Some(1), Some(Ok(Attempt::Acquired)), &holds, Instant::now());
+        let (orphan, _) = offer.settle(
+            Some(1),
+            Some(Ok(Attempt::Acquired)),
+            &holds,
+            &RLOCK,
+            Instant::now(),
+        );
         assert_eq!(&*orphan.expect("must be undone").field, "u:1");
         assert_eq!(holds.len(), 0, "nothing registered for a gone waiter");
     }

@@ -1,19 +1,22 @@
 //! What this client holds: the in-process registry of held locks and their lock-lost signals.
 //!
-//! One entry per `(key, owner field)` with the number of live guards, split into watchdog
-//! holds (no lease given: renewed by [`crate::engine::watchdog`]) and lease holds (a fixed lease: never
+//! One entry per `(key, owner)` with the number of live guards, split into watchdog holds (no
+//! lease given: renewed by [`crate::engine::watchdog`]) and lease holds (a fixed lease: never
 //! renewed, lost when it runs out). Each entry carries the **lock-lost signal** its guards
 //! share. Unlock, guard drop and shutdown remove entries at once, before anything is sent to
 //! Redis, so no renewal outlives its hold, and an entry present here means its owner has not
 //! yet sent the unlock that frees the lock.
 //!
-//! Entries live in a slab (a `Vec` of cells). An index maps each lock key to the cell of its
-//! first entry; the entries of other owners of the same key (rare) chain from there. A guard
-//! and a renewal snapshot remember their entry's cell, so surrendering a hold or confirming
-//! 100k renewals costs a cell access each, not a hash lookup of two strings.
+//! An entry is a [`Node`], one allocation shared by the registry and the entry's guards (their
+//! [`Ticket`]): a guard carries 8 bytes of it, and surrendering a hold or confirming 100k
+//! renewals needs no lookup. The registry finds nodes by key in a set keyed by the node's own
+//! key (8 bytes a lock), holding the first owner of each key; further owners of a key (rare: a
+//! stale holder of this client not told yet, shared holds) wait in a short list.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +24,14 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::owner::Owner;
+use crate::raw::Kind;
+
 mod signal;
 
 pub use signal::LostReason;
 pub(crate) use signal::LostSignal;
-use signal::{clock_base, Stamp};
+use signal::{clock_base, AtomicStamp};
 
 /// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
 /// with an error *after* the script's earlier writes, so the bound is checked before sending.
@@ -51,37 +57,53 @@ impl Lease {
     }
 }
 
-/// One held lock: a key, the owner field holding it, and how.
-struct Entry {
-    key: Arc<str>,
-    field: Arc<str>,
-    /// The next entry of the same key (another owner of this client).
-    next: Option<u32>,
-    /// Distinguishes this entry from a later one in the same cell.
-    id: u64,
-    watchdog_holds: u32,
-    lease_holds: u32,
+/// One held lock: its kind, key and owner, how it is held, and its lost signal.
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// The kind holding it: what renews and releases it.
+    pub(crate) raw: &'static Kind,
+    pub(crate) key: Arc<str>,
+    pub(crate) owner: Owner,
+    // Written only under the registry lock; atomics so that guards can share the node.
+    watchdog_holds: AtomicU32,
+    lease_holds: AtomicU32,
     /// When the last fixed lease runs out (only consulted without watchdog holds).
-    lease_deadline: Option<Stamp>,
+    lease_deadline: AtomicStamp,
     /// When the TTL was last set to a full watchdog lease (request send time).
-    last_confirmed: Stamp,
-    lost: LostSignal,
+    last_confirmed: AtomicStamp,
+    /// In the registry (taken out once, never put back: a new hold makes a new node).
+    registered: AtomicBool,
+    pub(crate) lost: LostSignal,
 }
 
-impl Entry {
+/// A guard's claim on its entry: the entry itself.
+pub(crate) type Ticket = Arc<Node>;
+
+impl Node {
+    fn watchdog(&self) -> u32 {
+        self.watchdog_holds.load(Relaxed)
+    }
+
     fn holds(&self) -> u32 {
-        self.watchdog_holds + self.lease_holds
+        self.watchdog() + self.lease_holds.load(Relaxed)
+    }
+
+    fn is_registered(&self) -> bool {
+        self.registered.load(Relaxed)
     }
 
     /// Sets the lease clock from what is known now: a watchdog hold lives a lease past its
     /// last confirmed renewal, a fixed lease until its deadline (the later of the two counts
     /// when both kinds are held).
     fn update_clock(&self, watchdog_lease: Duration) {
-        let renewed = (self.watchdog_holds > 0).then(|| self.last_confirmed.get() + watchdog_lease);
+        let renewed = (self.watchdog() > 0)
+            .then(|| self.last_confirmed.get())
+            .flatten()
+            .map(|at| at + watchdog_lease);
         let fixed = self
             .lease_deadline
-            .map(Stamp::get)
-            .filter(|_| self.lease_holds > 0);
+            .get()
+            .filter(|_| self.lease_holds.load(Relaxed) > 0);
         match (renewed, fixed) {
             (Some(r), Some(f)) if f > r => self.lost.set_clock(f, LostReason::LeaseExpired),
             (Some(r), _) => self.lost.set_clock(r, LostReason::Unconfirmed),
@@ -89,14 +111,6 @@ impl Entry {
             (None, None) => {}
         }
     }
-}
-
-/// A guard's claim on an entry.
-#[derive(Debug, Clone)]
-pub(crate) struct Ticket {
-    cell: usize,
-    entry_id: u64,
-    pub(crate) lost: LostSignal,
 }
 
 /// What became of a hold when its guard gave it up.
@@ -110,9 +124,11 @@ pub(crate) enum Surrender {
     Lost(Option<LostHold>),
 }
 
-/// An entry taken out of the registry because its lock was lost; its signal has fired.
+/// An entry taken out of the registry because its lock was lost (its signal has fired), or
+/// at shutdown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LostHold {
+    pub(crate) raw: &'static Kind,
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
     /// How many holds the owner had (Redis counts them in the field).
@@ -121,16 +137,6 @@ pub(crate) struct LostHold {
 }
 
 impl LostHold {
-    fn of(entry: Entry, reason: LostReason) -> (LostHold, LostSignal) {
-        let lost = LostHold {
-            holds: entry.holds(),
-            key: entry.key,
-            field: entry.field,
-            reason,
-        };
-        (lost, entry.lost)
-    }
-
     /// Lost by the lease clock rather than by Redis's answer: the hold may still be there.
     pub(crate) fn may_remain(&self) -> bool {
         matches!(
@@ -140,234 +146,204 @@ impl LostHold {
     }
 }
 
-/// Fires the signals of entries just taken out and logs them, after the registry lock is
-/// released (a mass loss must not hold up every acquire behind it).
-fn announce(lost: Vec<(LostHold, LostSignal)>) -> Vec<LostHold> {
-    lost.into_iter()
-        .map(|(hold, signal)| {
-            signal.fire(hold.reason);
-            tracing::warn!(key = %hold.key, owner = %hold.field, reason = %hold.reason, "lock lost");
-            hold
-        })
-        .collect()
+/// A node just taken out, with its hold count then and why.
+type Taken = (Arc<Node>, u32, LostReason);
+
+/// A node in the set of first owners, found by its key.
+struct ByKey(Arc<Node>);
+
+impl Hash for ByKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that lookups by `&str` find it.
+        (*self.0.key).hash(state)
+    }
 }
 
-/// The entries: a slab of cells, and an index from lock key to the first cell of its chain.
+impl PartialEq for ByKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key == other.0.key
+    }
+}
+
+impl Eq for ByKey {}
+
+impl Borrow<str> for ByKey {
+    fn borrow(&self) -> &str {
+        &self.0.key
+    }
+}
+
+/// The registered nodes.
 #[derive(Default)]
-struct Slab {
-    index: HashMap<Arc<str>, usize>,
-    cells: Vec<Option<Entry>>,
-    free: Vec<usize>,
-    len: usize,
-    /// Entries with watchdog holds (kept as they change, so counting them scans nothing).
+struct Table {
+    /// The first owner of each key.
+    first: HashSet<ByKey>,
+    /// Further owners of keys in `first`.
+    more: Vec<Arc<Node>>,
+    /// Nodes with watchdog holds (kept as they change, so counting them scans nothing).
     renewed: usize,
 }
 
-impl Slab {
-    /// The entries of `key`, one per owner of this client holding it.
-    fn chain<'a>(&'a self, key: &str) -> impl Iterator<Item = (usize, &'a Entry)> + 'a {
-        let mut next = self.index.get(key).copied();
-        std::iter::from_fn(move || {
-            let cell = next?;
-            let entry = self.cells[cell]
-                .as_ref()
-                .expect("a chained cell is occupied");
-            next = entry.next.map(|n| n as usize);
-            Some((cell, entry))
-        })
+impl Table {
+    fn len(&self) -> usize {
+        self.first.len() + self.more.len()
     }
 
-    fn find(&self, key: &str, field: &str) -> Option<usize> {
-        self.chain(key)
-            .find(|(_, e)| *e.field == *field)
-            .map(|(cell, _)| cell)
+    /// The nodes of `key`, one per owner of this client holding it.
+    fn of_key<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Arc<Node>> + 'a {
+        let more = self.more.iter().filter(move |n| *n.key == *key);
+        self.first.get(key).map(|b| &b.0).into_iter().chain(more)
     }
 
-    /// The entry in `cell` if it is still entry `id` (cells are reused, ids never are).
-    fn cell_mut(&mut self, cell: usize, id: u64) -> Option<&mut Entry> {
-        self.cells
-            .get_mut(cell)?
-            .as_mut()
-            .filter(|entry| entry.id == id)
+    fn insert(&mut self, node: Arc<Node>) {
+        node.registered.store(true, Relaxed);
+        if self.first.contains(&*node.key) {
+            self.more.push(node);
+        } else {
+            self.first.insert(ByKey(node));
+        }
     }
 
-    fn insert(&mut self, mut entry: Entry) -> usize {
-        let cell = self.free.pop().unwrap_or_else(|| {
-            self.cells.push(None);
-            self.cells.len() - 1
-        });
-        assert!(cell < u32::MAX as usize, "fewer than 4 billion held locks");
-        entry.next = self.index.insert(entry.key.clone(), cell).map(|c| c as u32);
-        self.cells[cell] = Some(entry);
-        self.len += 1;
-        cell
-    }
-
-    /// Takes the entry in `cell` out of the table, if it is still entry `id`.
-    fn remove(&mut self, cell: usize, id: u64) -> Option<Entry> {
-        self.cell_mut(cell, id)?;
-        let entry = self.cells[cell].take().expect("checked above");
-        let head = self.index.get(&*entry.key).copied();
-        if head == Some(cell) {
-            match entry.next {
-                Some(next) => *self.index.get_mut(&*entry.key).expect("indexed") = next as usize,
-                None => {
-                    self.index.remove(&*entry.key);
-                }
+    /// Takes `node` out, if it is still in.
+    fn remove(&mut self, node: &Arc<Node>) -> bool {
+        if !node.registered.swap(false, Relaxed) {
+            return false;
+        }
+        let first = self.first.get(&*node.key).map(|b| &b.0);
+        if first.is_some_and(|f| Arc::ptr_eq(f, node)) {
+            self.first.remove(&*node.key);
+            if let Some(i) = self.more.iter().position(|n| n.key == node.key) {
+                self.first.insert(ByKey(self.more.swap_remove(i)));
             }
         } else {
-            let mut at = head.expect("an entry's key is indexed");
-            loop {
-                let prev = self.cells[at].as_mut().expect("a chained cell is occupied");
-                if prev.next == Some(cell as u32) {
-                    prev.next = entry.next;
-                    break;
-                }
-                at = prev.next.expect("an entry is on its key's chain") as usize;
-            }
+            let i = self.more.iter().position(|n| Arc::ptr_eq(n, node));
+            self.more
+                .swap_remove(i.expect("a registered node is in the table"));
         }
-        self.len -= 1;
-        if entry.watchdog_holds > 0 {
+        if node.watchdog() > 0 {
             self.renewed -= 1;
         }
-        if self.len == 0 {
+        if self.len() == 0 {
             // Nothing held any more: give the memory back.
-            *self = Slab::default();
-        } else {
-            self.free.push(cell);
+            *self = Table::default();
         }
-        Some(entry)
+        true
     }
 
-    fn values(&self) -> impl Iterator<Item = &Entry> {
-        self.cells.iter().flatten()
+    fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+        self.first.iter().map(|b| &b.0).chain(&self.more)
     }
-
-    fn occupied(&self) -> impl Iterator<Item = (usize, &Entry)> {
-        self.cells
-            .iter()
-            .enumerate()
-            .filter_map(|(cell, e)| e.as_ref().map(|e| (cell, e)))
-    }
-
-    fn drain(&mut self) -> Vec<Entry> {
-        std::mem::take(self).cells.into_iter().flatten().collect()
-    }
-}
-
-/// One entry of a renewal snapshot: what to send, and where to confirm it.
-pub(crate) struct Renewal {
-    pub(crate) key: Arc<str>,
-    pub(crate) field: Arc<str>,
-    id: u64,
-    cell: usize,
 }
 
 /// The registry of held locks.
 pub(crate) struct Holds {
-    entries: Mutex<Slab>,
-    next_id: AtomicU64,
+    table: Mutex<Table>,
+    /// To name owners in what it reports (`<client_id>:<owner>`).
+    client_id: Arc<str>,
     /// The watchdog lease: how long a watchdog hold lives past its last confirmed renewal.
     watchdog_lease: Duration,
     /// Signalled when a lease deadline may have moved earlier.
     pub(crate) changed: Notify,
 }
 
+#[cfg(test)]
 impl Default for Holds {
+    /// The registry of client `u` (its owner 1 is field `u:1`), with a 30 s watchdog.
     fn default() -> Self {
-        Holds::new(Duration::from_secs(30))
+        Holds::new(Duration::from_secs(30), "u")
     }
 }
 
 impl Holds {
-    pub(crate) fn new(watchdog_lease: Duration) -> Self {
+    pub(crate) fn new(watchdog_lease: Duration, client_id: &str) -> Self {
         // Before any acquire is sent: a stamp cannot be earlier than the base.
         clock_base();
         Holds {
-            entries: Mutex::default(),
-            next_id: AtomicU64::new(0),
+            table: Mutex::default(),
+            client_id: client_id.into(),
             watchdog_lease,
             changed: Notify::new(),
         }
     }
 
-    /// Records one more hold of `key` by `field`, acquired with `lease` by a request sent at
-    /// `sent_at`.
+    /// The client id owner fields are formatted with.
+    pub(crate) fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// Records one more hold of `key` (a lock of kind `raw`) by `owner`, acquired with
+    /// `lease` by a request sent at `sent_at`.
     pub(crate) fn register(
         &self,
+        raw: &'static Kind,
         key: &Arc<str>,
-        field: &Arc<str>,
+        owner: Owner,
         lease: Lease,
         sent_at: Instant,
     ) -> Ticket {
-        let mut entries = self.entries.lock();
-        let cell = match entries.find(key, field) {
-            Some(cell) => cell,
-            None => entries.insert(Entry {
+        let mut table = self.table.lock();
+        let found = table.of_key(key).find(|n| n.owner == owner).cloned();
+        let node = found.unwrap_or_else(|| {
+            let node = Arc::new(Node {
+                raw,
                 key: key.clone(),
-                field: field.clone(),
-                next: None,
-                id: self.next_id.fetch_add(1, Ordering::Relaxed),
-                watchdog_holds: 0,
-                lease_holds: 0,
-                lease_deadline: None,
-                last_confirmed: sent_at.into(),
+                owner,
+                watchdog_holds: AtomicU32::new(0),
+                lease_holds: AtomicU32::new(0),
+                lease_deadline: AtomicStamp::default(),
+                last_confirmed: AtomicStamp::new(sent_at),
+                registered: AtomicBool::new(false),
                 lost: LostSignal::default(),
-            }),
-        };
-        let slab = &mut *entries;
-        let entry = slab.cells[cell].as_mut().expect("just found or made");
+            });
+            table.insert(node.clone());
+            node
+        });
         match lease {
             Lease::Watchdog => {
-                if entry.watchdog_holds == 0 {
-                    slab.renewed += 1;
+                if node.watchdog_holds.fetch_add(1, Relaxed) == 0 {
+                    table.renewed += 1;
                 }
-                entry.watchdog_holds += 1;
-                entry.last_confirmed = sent_at.into();
+                node.last_confirmed.set(sent_at);
             }
             Lease::Fixed(d) => {
-                entry.lease_holds += 1;
+                node.lease_holds.fetch_add(1, Relaxed);
                 // Every acquire resets the TTL to its own lease.
-                entry.lease_deadline = Some((sent_at + d).into());
+                node.lease_deadline.set(sent_at + d);
                 self.changed.notify_one();
             }
         }
-        entry.update_clock(self.watchdog_lease);
-        Ticket {
-            cell,
-            entry_id: entry.id,
-            lost: entry.lost.clone(),
-        }
+        node.update_clock(self.watchdog_lease);
+        node
     }
 
     /// Gives up one hold. Renewal of the entry stops at once when it was the last.
     pub(crate) fn surrender(&self, ticket: &Ticket, lease: Lease) -> Surrender {
-        let mut entries = self.entries.lock();
-        let Some(entry) = entries.cell_mut(ticket.cell, ticket.entry_id) else {
+        let mut table = self.table.lock();
+        if !ticket.is_registered() {
             return Surrender::Lost(None);
+        }
+        let lost = ticket.lost.reason();
+        if let Some(reason) = lost.or_else(|| ticket.lost.clock_ran_out(Instant::now())) {
+            let holds = ticket.holds();
+            table.remove(ticket);
+            drop(table);
+            let taken = vec![(ticket.clone(), holds, reason)];
+            return Surrender::Lost(self.announce(taken).pop());
+        }
+        let counter = match lease {
+            Lease::Watchdog => &ticket.watchdog_holds,
+            Lease::Fixed(_) => &ticket.lease_holds,
         };
-        let lost = entry.lost.reason();
-        if let Some(reason) = lost.or_else(|| entry.lost.clock_ran_out(Instant::now())) {
-            let entry = entries
-                .remove(ticket.cell, ticket.entry_id)
-                .expect("found above");
-            drop(entries);
-            return Surrender::Lost(announce(vec![LostHold::of(entry, reason)]).pop());
+        let before = counter.load(Relaxed);
+        counter.store(before.saturating_sub(1), Relaxed);
+        if matches!(lease, Lease::Watchdog) && before == 1 {
+            table.renewed -= 1;
         }
-        let stops_renewal = matches!(lease, Lease::Watchdog) && entry.watchdog_holds == 1;
-        match lease {
-            Lease::Watchdog => entry.watchdog_holds = entry.watchdog_holds.saturating_sub(1),
-            Lease::Fixed(_) => entry.lease_holds = entry.lease_holds.saturating_sub(1),
-        }
-        let last = entry.holds() == 0;
-        if !last {
-            entry.update_clock(self.watchdog_lease);
-        }
-        if stops_renewal {
-            entries.renewed -= 1;
-        }
+        let last = ticket.holds() == 0;
         if last {
-            entries.remove(ticket.cell, ticket.entry_id);
+            table.remove(ticket);
+        } else {
+            ticket.update_clock(self.watchdog_lease);
         }
         Surrender::Live { last }
     }
@@ -376,162 +352,183 @@ impl Holds {
     /// the watchdog noticed): renewal of a hold declared lost stops at once. Returns the entry
     /// taken out, for its release.
     pub(crate) fn forget_lost(&self, ticket: &Ticket) -> Option<LostHold> {
-        let mut entries = self.entries.lock();
-        let entry = entries.cell_mut(ticket.cell, ticket.entry_id)?;
-        let reason = entry.lost.reason()?;
-        let entry = entries.remove(ticket.cell, ticket.entry_id)?;
-        drop(entries);
+        let mut table = self.table.lock();
+        let reason = ticket.lost.reason()?;
+        let holds = ticket.holds();
+        if !table.remove(ticket) {
+            return None;
+        }
+        drop(table);
         // (Fired already: announcing again only logs.)
-        announce(vec![LostHold::of(entry, reason)]).pop()
+        self.announce(vec![(ticket.clone(), holds, reason)]).pop()
     }
 
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
     pub(crate) fn lease_reset(&self, ticket: &Ticket, lease: Lease, sent_at: Instant) {
         if let Lease::Fixed(d) = lease {
-            if let Some(entry) = self.entries.lock().cell_mut(ticket.cell, ticket.entry_id) {
-                entry.lease_deadline = Some((sent_at + d).into());
-                entry.update_clock(self.watchdog_lease);
+            let _table = self.table.lock();
+            if ticket.is_registered() {
+                ticket.lease_deadline.set(sent_at + d);
+                ticket.update_clock(self.watchdog_lease);
             }
         }
     }
 
-    /// Whether an owner of this client other than `field` holds `key`. Such a holder has not
+    /// Whether an owner of this client other than `owner` holds `key`. Such a holder has not
     /// sent its unlock yet, so its unlock message is still to come.
-    pub(crate) fn held_by_other(&self, key: &str, field: &str) -> bool {
-        self.entries
-            .lock()
-            .chain(key)
-            .any(|(_, e)| *e.field != *field)
+    pub(crate) fn held_by_other(&self, key: &str, owner: Owner) -> bool {
+        self.table.lock().of_key(key).any(|n| n.owner != owner)
     }
 
     /// Declares an entry lost: fires its signal and forgets it. (The watchdog loses entries
     /// through `apply_renewals` and the `expire_*` methods; this is for the unit tests.)
     #[cfg(test)]
     pub(crate) fn lose(&self, ticket: &Ticket, reason: LostReason) {
-        if let Some(entry) = self.entries.lock().remove(ticket.cell, ticket.entry_id) {
-            entry.lost.fire(reason);
+        if self.table.lock().remove(ticket) {
+            ticket.lost.fire(reason);
         }
     }
 
-    /// Removes every entry (shutdown), firing their signals; returns what was held and how
-    /// often, as `(key, field, holds)`.
-    pub(crate) fn drain(&self) -> Vec<(Arc<str>, Arc<str>, u32)> {
-        let drained = self.entries.lock().drain();
-        drained
-            .into_iter()
-            .map(|entry| {
-                entry.lost.fire(LostReason::Shutdown);
-                let holds = entry.holds();
-                (entry.key, entry.field, holds)
+    /// Removes every entry (shutdown), firing their signals; returns what was held.
+    pub(crate) fn drain(&self) -> Vec<LostHold> {
+        let table = std::mem::take(&mut *self.table.lock());
+        let taken = (table.first.into_iter().map(|b| b.0))
+            .chain(table.more)
+            .map(|node| {
+                node.registered.store(false, Relaxed);
+                let holds = node.holds();
+                (node, holds, LostReason::Shutdown)
             })
-            .collect()
+            .collect();
+        self.announce(taken)
     }
 
     /// Number of entries (locks held by this client).
     pub(crate) fn len(&self) -> usize {
-        self.entries.lock().len
+        self.table.lock().len()
     }
 
     /// Number of entries the watchdog renews.
     pub(crate) fn renewed_len(&self) -> usize {
-        self.entries.lock().renewed
+        self.table.lock().renewed
     }
 
     /// Every entry with watchdog holds, as it stands.
-    pub(crate) fn renewal_snapshot(&self) -> Vec<Renewal> {
-        let entries = self.entries.lock();
-        let mut snapshot = Vec::with_capacity(entries.len);
-        for (cell, entry) in entries.occupied() {
-            // (A hold its guard found lost by the clock is never renewed again.)
-            if entry.watchdog_holds > 0 && !entry.lost.is_fired() {
-                snapshot.push(Renewal {
-                    key: entry.key.clone(),
-                    field: entry.field.clone(),
-                    id: entry.id,
-                    cell,
-                });
-            }
-        }
+    pub(crate) fn renewal_snapshot(&self) -> Vec<Arc<Node>> {
+        let table = self.table.lock();
+        let mut snapshot = Vec::with_capacity(table.renewed);
+        // (A hold its guard found lost by the clock is never renewed again.)
+        snapshot.extend(
+            table
+                .nodes()
+                .filter(|n| n.watchdog() > 0 && !n.lost.is_fired())
+                .cloned(),
+        );
         snapshot
     }
 
     /// Applies one batch's replies: confirms the renewed entries (as of `sent_at`) and loses
-    /// the others. One lock for the batch, one cell access per entry. Returns the holds lost.
+    /// the others. One lock for the batch. Returns the holds lost.
     pub(crate) fn apply_renewals(
         &self,
-        batch: &[Renewal],
+        batch: &[Arc<Node>],
         renewed: Vec<bool>,
         sent_at: Instant,
     ) -> Vec<LostHold> {
         let mut lost = Vec::new();
-        let mut entries = self.entries.lock();
-        for (renewal, ok) in batch.iter().zip(renewed) {
-            if ok {
-                if let Some(entry) = entries.cell_mut(renewal.cell, renewal.id) {
-                    if entry.last_confirmed.get() < sent_at {
-                        entry.last_confirmed = sent_at.into();
-                        entry.update_clock(self.watchdog_lease);
-                    }
+        let mut table = self.table.lock();
+        for (node, ok) in batch.iter().zip(renewed) {
+            if !ok {
+                let holds = node.holds();
+                if table.remove(node) {
+                    lost.push((node.clone(), holds, LostReason::Gone));
                 }
-            } else if let Some(entry) = entries.remove(renewal.cell, renewal.id) {
-                lost.push(LostHold::of(entry, LostReason::Gone));
+            } else if node.is_registered()
+                && node.last_confirmed.get().is_some_and(|at| at < sent_at)
+            {
+                node.last_confirmed.set(sent_at);
+                node.update_clock(self.watchdog_lease);
             }
         }
-        drop(entries);
-        announce(lost)
+        drop(table);
+        self.announce(lost)
     }
 
     /// Loses every entry in `batch` whose last confirmation is a whole lease old. Returns the
     /// holds lost.
     pub(crate) fn expire_unconfirmed(
         &self,
-        batch: &[Renewal],
+        batch: &[Arc<Node>],
         lease: Duration,
         now: Instant,
     ) -> Vec<LostHold> {
         let mut lost = Vec::new();
-        let mut entries = self.entries.lock();
-        for renewal in batch {
-            let stale = entries
-                .cell_mut(renewal.cell, renewal.id)
-                .is_some_and(|e| e.watchdog_holds > 0 && now >= e.last_confirmed.get() + lease);
-            if stale {
-                if let Some(entry) = entries.remove(renewal.cell, renewal.id) {
-                    lost.push(LostHold::of(entry, LostReason::Unconfirmed));
-                }
+        let mut table = self.table.lock();
+        for node in batch {
+            let stale = node.is_registered()
+                && node.watchdog() > 0
+                && node
+                    .last_confirmed
+                    .get()
+                    .is_some_and(|at| now >= at + lease);
+            let holds = node.holds();
+            if stale && table.remove(node) {
+                lost.push((node.clone(), holds, LostReason::Unconfirmed));
             }
         }
-        drop(entries);
-        announce(lost)
+        drop(table);
+        self.announce(lost)
     }
 
     /// When the first lease-only entry's lease runs out.
     pub(crate) fn next_lease_deadline(&self) -> Option<Instant> {
-        self.entries
+        self.table
             .lock()
-            .values()
-            .filter(|e| e.watchdog_holds == 0)
-            .filter_map(|e| e.lease_deadline.map(Stamp::get))
+            .nodes()
+            .filter(|n| n.watchdog() == 0)
+            .filter_map(|n| n.lease_deadline.get())
             .min()
     }
 
     /// Loses every lease-only entry whose lease has run out. Returns the holds lost.
     pub(crate) fn expire_leases(&self, now: Instant) -> Vec<LostHold> {
-        let mut entries = self.entries.lock();
-        let expired: Vec<(usize, u64)> = entries
-            .occupied()
-            .filter(|(_, e)| {
-                e.watchdog_holds == 0 && e.lease_deadline.is_some_and(|d| d.get() <= now)
-            })
-            .map(|(cell, e)| (cell, e.id))
+        let mut table = self.table.lock();
+        let expired: Vec<Arc<Node>> = table
+            .nodes()
+            .filter(|n| n.watchdog() == 0 && n.lease_deadline.get().is_some_and(|d| d <= now))
+            .cloned()
             .collect();
-        let lost = expired
+        let mut lost = Vec::with_capacity(expired.len());
+        for node in expired {
+            let holds = node.holds();
+            if table.remove(&node) {
+                lost.push((node, holds, LostReason::LeaseExpired));
+            }
+        }
+        drop(table);
+        self.announce(lost)
+    }
+
+    /// Fires the signals of nodes just taken out and logs them, after the registry lock is
+    /// released (a mass loss must not hold up every acquire behind it).
+    fn announce(&self, taken: Vec<Taken>) -> Vec<LostHold> {
+        taken
             .into_iter()
-            .filter_map(|(cell, id)| entries.remove(cell, id))
-            .map(|entry| LostHold::of(entry, LostReason::LeaseExpired))
-            .collect();
-        drop(entries);
-        announce(lost)
+            .map(|(node, holds, reason)| {
+                node.lost.fire(reason);
+                let field: Arc<str> = node.owner.field(&self.client_id).into();
+                if reason != LostReason::Shutdown {
+                    tracing::warn!(key = %node.key, owner = %field, %reason, "lock lost");
+                }
+                LostHold {
+                    raw: node.raw,
+                    key: node.key.clone(),
+                    field,
+                    holds,
+                    reason,
+                }
+            })
+            .collect()
     }
 }
 

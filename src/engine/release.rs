@@ -28,10 +28,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::handoff::{Handoffs, Offer};
-use crate::engine::holds::Holds;
+use crate::engine::holds::{Holds, LostHold};
 use crate::engine::request::Unsettled;
 use crate::names;
-use crate::raw::rlock::RLOCK;
 use crate::raw::rlock::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
 use crate::raw::Kind;
 use crate::transport::pubsub::Hub;
@@ -229,25 +228,33 @@ impl Core {
     /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
     /// later one whose answer was lost). Left there, it would block others for up to a lease,
     /// and the owner's next acquire would count it twice. One unlock per hold it had.
-    pub(crate) fn release_lost(&self, lost: &crate::engine::holds::LostHold) {
+    pub(crate) fn release_lost(&self, lost: &LostHold) {
         if !lost.may_remain() {
             return;
         }
         tracing::debug!(key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
-        self.release_holds(&lost.key, &lost.field, lost.holds);
+        self.release_holds(lost);
     }
 
-    /// Has the release task release `holds` holds of `key` by `field`, one unlock each (the
-    /// unlock script takes one hold off per call), with the watchdog lease for what remains.
-    pub(crate) fn release_holds(&self, key: &Arc<str>, field: &Arc<str>, holds: u32) {
-        let name: Arc<str> = key.strip_prefix(&*self.key_prefix).unwrap_or(key).into();
-        for _ in 0..holds {
-            // (Registry entries record no kind yet: every hold is an RLock.)
+    /// The lock name of `key` (the key without the client's prefix; the same allocation when
+    /// there is none).
+    pub(crate) fn name_of(&self, key: &Arc<str>) -> Arc<str> {
+        match key.strip_prefix(&*self.key_prefix) {
+            Some(name) if !self.key_prefix.is_empty() => name.into(),
+            _ => key.clone(),
+        }
+    }
+
+    /// Has the release task release every hold `lost` had, one unlock each (the unlock
+    /// script takes one hold off per call), with the watchdog lease for what remains.
+    pub(crate) fn release_holds(&self, lost: &LostHold) {
+        let name = self.name_of(&lost.key);
+        for _ in 0..lost.holds {
             let unlock = Unlock::new(
-                &RLOCK,
+                lost.raw,
                 name.clone(),
-                key.clone(),
-                field.clone(),
+                lost.key.clone(),
+                lost.field.clone(),
                 self.watchdog_lease_ms,
             );
             self.send(Job::Unlock(unlock));
@@ -363,7 +370,7 @@ impl Unlock {
                 (Err(err), None, attempt)
             }
         };
-        let (orphan, missed) = offer.settle(listeners, attempt, &ctx.holds, sent_at);
+        let (orphan, missed) = offer.settle(listeners, attempt, &ctx.holds, self.raw, sent_at);
         if missed {
             // Waiters that skipped their attempts while the hand-off was in flight look again.
             ctx.hub.wake(args.channel);

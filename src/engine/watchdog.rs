@@ -13,7 +13,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::holds::{Lease, LostHold, Renewal};
+use std::sync::Arc;
+
+use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
 use crate::raw::rlock::Protocol;
 use crate::raw::Kind;
@@ -22,9 +24,6 @@ use crate::raw::Kind;
 pub(crate) struct Watchdog {
     /// Its own connection (on the watchdog's thread), not the core's.
     pub(crate) protocol: Protocol,
-    /// The kind renewed. (Registry entries record no kind yet: every hold is an RLock. With a
-    /// second kind, entries carry theirs and batches group by it too.)
-    pub(crate) raw: &'static Kind,
     /// The registry it renews, the hub it wakes waiters through when a lock is lost, and the
     /// release of holds lost by the lease clock (they may still be in Redis).
     pub(crate) core: Core,
@@ -59,20 +58,37 @@ impl Watchdog {
     async fn renew_all(&self) {
         let mut snapshot = self.core.holds.renewal_snapshot();
         let lease_ms = Lease::Watchdog.millis(self.lease);
-        // One script's keys must be ones the topology lets share a call.
-        let batches: Vec<&[Renewal]> =
-            self.protocol
-                .connection()
-                .batches(&mut snapshot, |r| &r.key, self.batch_size);
+        // One call renews holds of one kind (one script), on keys the topology lets share it.
+        if snapshot.windows(2).any(|w| w[0].raw != w[1].raw) {
+            snapshot.sort_by_key(|n| n.raw as *const Kind as usize);
+        }
+        let mut batches: Vec<&[Arc<Node>]> = Vec::new();
+        for kind in snapshot.chunk_by_mut(|a, b| a.raw == b.raw) {
+            let connection = self.protocol.connection();
+            batches.extend(connection.batches(kind, |n| &n.key, self.batch_size));
+        }
+        // The owner fields of a batch, formatted into one reused buffer (guards keep owners).
+        let client_id = self.core.holds.client_id();
+        let mut fields = String::new();
+        let mut ends = Vec::new();
         let mut next = 0;
         let mut in_flight: Vec<InFlightBatch> = Vec::with_capacity(BATCHES_IN_FLIGHT);
         let mut broken = false;
         loop {
             while !broken && next < batches.len() && in_flight.len() < BATCHES_IN_FLIGHT {
                 let sent_at = Instant::now();
-                let entries: Vec<(&str, &str)> =
-                    batches[next].iter().map(|r| (&*r.key, &*r.field)).collect();
-                let call = self.raw.renew(&self.protocol, lease_ms, &entries);
+                let batch = batches[next];
+                fields.clear();
+                ends.clear();
+                for node in batch {
+                    node.owner.write_field(client_id, &mut fields);
+                    ends.push(fields.len());
+                }
+                let starts = std::iter::once(0).chain(ends.iter().copied());
+                let entries: Vec<(&str, &str)> = (batch.iter().zip(starts.zip(&ends)))
+                    .map(|(node, (start, &end))| (&*node.key, &fields[start..end]))
+                    .collect();
+                let call = batch[0].raw.renew(&self.protocol, lease_ms, &entries);
                 in_flight.push((next, sent_at, call));
                 next += 1;
             }
@@ -114,7 +130,7 @@ impl Watchdog {
     /// what the lease clock lost.
     fn after_loss(&self, lost: Vec<LostHold>) {
         for hold in lost {
-            self.core.hub.wake(&self.raw.channel(&hold.key));
+            self.core.hub.wake(&hold.raw.channel(&hold.key));
             self.core.release_lost(&hold);
         }
     }

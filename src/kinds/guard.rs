@@ -44,9 +44,9 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("LockGuard");
         if let Some(h) = &self.hold {
-            d.field("name", &h.name)
-                .field("owner", &h.field)
-                .field("lease", &h.lease)
+            d.field("name", &h.name())
+                .field("owner", &h.field())
+                .field("lease", &h.lease())
                 .field("lost", &h.ticket.lost.reason());
         }
         d.finish()
@@ -66,22 +66,23 @@ impl LockGuard {
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        &self.hold().name
+        self.hold().name()
     }
 
     /// The owner holding this hold.
     pub fn owner(&self) -> Owner {
-        self.hold().owner
+        self.hold().owner()
     }
 
-    /// The owner field in the lock's hash, `<client-uuid>:<owner-id>`.
-    pub fn owner_field(&self) -> &str {
-        &self.hold().field
+    /// The owner field in the lock's hash, `<client-uuid>:<owner-id>` (formatted when asked:
+    /// a guard keeps the owner, not the string).
+    pub fn owner_field(&self) -> String {
+        self.hold().field()
     }
 
     /// The fixed lease this hold was taken with, or `None` for a watchdog-renewed hold.
     pub fn lease(&self) -> Option<Duration> {
-        match self.hold().lease {
+        match self.hold().lease() {
             Lease::Watchdog => None,
             Lease::Fixed(d) => Some(d),
         }
@@ -111,9 +112,9 @@ impl LockGuard {
     /// Cancel safe: it only observes the signal.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
         let (releaser, ticket) = (self.hold().shared.core.clone(), self.hold().ticket.clone());
-        let lost = ticket.lost.clone();
-        let token = lost.token();
+        let token = ticket.lost.token();
         async move {
+            let lost = &ticket.lost;
             loop {
                 if lost.check_clock(Instant::now()) {
                     releaser.forget_lost(&ticket);
@@ -159,9 +160,9 @@ impl LockGuard {
         let span = tracing::debug_span!(
             "unlock",
             client_id = %hold.shared.client_id,
-            lock = %hold.name,
-            key = %hold.key,
-            owner = %hold.field,
+            lock = %hold.name(),
+            key = %hold.key(),
+            owner = %hold.field(),
         );
         hold.release().instrument(span).await
     }

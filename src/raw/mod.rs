@@ -20,6 +20,14 @@ use rlock::{AcquireArgs, Attempt, Pipelined, Protocol, Release, UnlockArgs};
 #[derive(Debug)]
 pub(crate) struct Kind(pub(crate) &'static dyn RawLock);
 
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Kind {}
+
 impl std::ops::Deref for Kind {
     type Target = dyn RawLock;
 

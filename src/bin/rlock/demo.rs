@@ -95,7 +95,7 @@ async fn story(url: &str, t: &Timeline) -> Result<(), Failure> {
     let held = orders.lock().await.map_err(Failure::from_lock)?;
     t.say(format!(
         "alice acquired orders (field {})",
-        names::short_field(held.owner_field())
+        names::short_field(&held.owner_field())
     ));
     let bob_owner = Owner::new();
     let bob_orders = bob.lock("orders").with_owner(bob_owner);
@@ -130,7 +130,7 @@ async fn story(url: &str, t: &Timeline) -> Result<(), Failure> {
         "bob acquired orders {} after alice's unlock, having waited {}: woken by the unlock message, not by a timer (field {})",
         format_duration(acquired_at.saturating_duration_since(unlocked_at)),
         format_duration(acquired_at.saturating_duration_since(asked_at)),
-        names::short_field(outer.owner_field())
+        names::short_field(&outer.owner_field())
     ));
 
     // 2. Reentrancy: the same owner takes the lock again.
@@ -139,7 +139,7 @@ async fn story(url: &str, t: &Timeline) -> Result<(), Failure> {
     let holds = bob_orders.hold_count().await.map_err(Failure::from_lock)?;
     t.say(format!(
         "bob re-entered orders: hold count {holds} (HGET orders {} = {holds})",
-        names::short_field(inner.owner_field())
+        names::short_field(&inner.owner_field())
     ));
     inner.unlock().await.map_err(Failure::from_lock)?;
     let holds = bob_orders.hold_count().await.map_err(Failure::from_lock)?;

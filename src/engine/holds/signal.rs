@@ -3,7 +3,6 @@
 //! out unless a renewal is confirmed first.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -43,42 +42,46 @@ impl std::fmt::Display for LostReason {
     }
 }
 
-/// The lock-lost signal shared by the guards of one entry: why it fired, a cancellation token
-/// made only when a guard asks for one (most holds never do, and a token costs more memory
-/// than the rest of the entry), and the **lease clock**: the instant the hold's lease runs out
-/// unless a renewal is confirmed first. Past it the hold is lost whatever Redis says later, so
-/// a guard can tell from the clock alone, at once, even if nothing has run since (a frozen
-/// process, a starved runtime).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LostSignal(Arc<LostInner>);
-
+/// The lock-lost signal of one entry, shared by its guards through the entry's node: why it
+/// fired, a cancellation token made only when a guard asks for one (most holds never do, and a
+/// token costs more memory than the rest of the entry), and the **lease clock**: the instant
+/// the hold's lease runs out unless a renewal is confirmed first. Past it the hold is lost
+/// whatever Redis says later, so a guard can tell from the clock alone, at once, even if
+/// nothing has run since (a frozen process, a starved runtime).
 #[derive(Debug, Default)]
-struct LostInner {
+pub(crate) struct LostSignal {
     state: Mutex<LostState>,
-    /// The lease clock: nanoseconds after [`clock_base`] (0 = not set), and the reason it
-    /// gives when it runs out (`CLOCK_*`).
-    deadline: AtomicU64,
+    /// The lease clock, and the reason it gives when it runs out (`CLOCK_*`).
+    deadline: AtomicStamp,
     clock_reason: AtomicU8,
 }
 
 const CLOCK_UNCONFIRMED: u8 = 0;
 const CLOCK_LEASE: u8 = 1;
 
-/// An instant in 8 bytes (nanoseconds after [`clock_base`], never 0, so an `Option` of it is 8
-/// bytes too): the registry keeps two per entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Stamp(std::num::NonZeroU64);
+/// An optional instant in one atomic word: nanoseconds after [`clock_base`], 0 for none. The
+/// registry keeps two per entry and the lease clock one, so they cost 8 bytes each.
+#[derive(Debug, Default)]
+pub(super) struct AtomicStamp(AtomicU64);
 
-impl From<Instant> for Stamp {
-    fn from(at: Instant) -> Stamp {
-        let nanos = at.saturating_duration_since(clock_base()).as_nanos();
-        Stamp(std::num::NonZeroU64::new(nanos.clamp(1, u64::MAX as u128) as u64).expect("clamped"))
+impl AtomicStamp {
+    pub(super) fn new(at: Instant) -> AtomicStamp {
+        let stamp = AtomicStamp::default();
+        stamp.set(at);
+        stamp
     }
-}
 
-impl Stamp {
-    pub(super) fn get(self) -> Instant {
-        clock_base() + Duration::from_nanos(self.0.get())
+    pub(super) fn set(&self, at: Instant) {
+        let nanos = at.saturating_duration_since(clock_base()).as_nanos();
+        self.0
+            .store(nanos.clamp(1, u64::MAX as u128) as u64, Ordering::Release);
+    }
+
+    pub(super) fn get(&self) -> Option<Instant> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(clock_base() + Duration::from_nanos(nanos)),
+        }
     }
 }
 
@@ -97,25 +100,18 @@ struct LostState {
 impl LostSignal {
     /// Sets the lease clock: the hold is lost at `deadline` for `reason` unless set again.
     pub(super) fn set_clock(&self, deadline: Instant, reason: LostReason) {
-        let nanos = deadline
-            .saturating_duration_since(clock_base())
-            .as_nanos()
-            .clamp(1, u64::MAX as u128) as u64;
         let code = if reason == LostReason::LeaseExpired {
             CLOCK_LEASE
         } else {
             CLOCK_UNCONFIRMED
         };
-        self.0.clock_reason.store(code, Ordering::Relaxed);
-        self.0.deadline.store(nanos, Ordering::Release);
+        self.clock_reason.store(code, Ordering::Relaxed);
+        self.deadline.set(deadline);
     }
 
     /// When the lease clock runs out (`None` if it was never set).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        match self.0.deadline.load(Ordering::Acquire) {
-            0 => None,
-            nanos => Some(clock_base() + Duration::from_nanos(nanos)),
-        }
+        self.deadline.get()
     }
 
     /// Fires the signal if the lease clock has run out at `now`; returns whether it has fired.
@@ -135,7 +131,7 @@ impl LostSignal {
     /// Why the lease clock has run out at `now`, if it has (fires nothing).
     pub(super) fn clock_ran_out(&self, now: Instant) -> Option<LostReason> {
         let deadline = self.deadline()?;
-        (now >= deadline).then(|| match self.0.clock_reason.load(Ordering::Relaxed) {
+        (now >= deadline).then(|| match self.clock_reason.load(Ordering::Relaxed) {
             CLOCK_LEASE => LostReason::LeaseExpired,
             _ => LostReason::Unconfirmed,
         })
@@ -144,7 +140,7 @@ impl LostSignal {
     /// Fires the signal; the first reason given sticks.
     pub(crate) fn fire(&self, reason: LostReason) {
         let token = {
-            let mut state = self.0.state.lock();
+            let mut state = self.state.lock();
             if state.reason.is_some() {
                 return;
             }
@@ -157,16 +153,16 @@ impl LostSignal {
     }
 
     pub(crate) fn is_fired(&self) -> bool {
-        self.0.state.lock().reason.is_some()
+        self.state.lock().reason.is_some()
     }
 
     pub(crate) fn reason(&self) -> Option<LostReason> {
-        self.0.state.lock().reason
+        self.state.lock().reason
     }
 
     /// The signal's token (made on first use), cancelled once the signal fires.
     pub(crate) fn token(&self) -> CancellationToken {
-        let mut state = self.0.state.lock();
+        let mut state = self.state.lock();
         let token = state
             .token
             .get_or_insert_with(CancellationToken::new)

@@ -1,8 +1,14 @@
 //! Unit tests of the hold registry: pure logic, no Redis (time is passed in).
 use super::*;
+use crate::raw::rlock::RLOCK;
+
+/// Owner `u:N` of client `u` (the default registry's).
+fn owner(field: &str) -> Owner {
+    Owner::from_id(field.strip_prefix("u:").unwrap().parse().unwrap())
+}
 
 fn register(holds: &Holds, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
-    holds.register(&key.into(), &field.into(), lease, at)
+    holds.register(&RLOCK, &key.into(), owner(field), lease, at)
 }
 
 #[test]
@@ -11,7 +17,7 @@ fn reentrant_holds_share_one_entry_and_signal() {
     let now = Instant::now();
     let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
     let b = register(&holds, "k", "u:1", Lease::Watchdog, now);
-    assert_eq!((a.cell, a.entry_id), (b.cell, b.entry_id));
+    assert!(Arc::ptr_eq(&a, &b), "one entry");
     assert_eq!(holds.len(), 1);
     assert_eq!(
         holds.surrender(&a, Lease::Watchdog),
@@ -33,8 +39,7 @@ fn a_lost_entry_is_not_confused_with_a_later_one() {
     holds.lose(&old, LostReason::Gone);
     assert_eq!(old.lost.reason(), Some(LostReason::Gone));
     let new = register(&holds, "k", "u:1", Lease::Watchdog, now);
-    assert_eq!(old.cell, new.cell, "the cell is reused");
-    assert_ne!(old.entry_id, new.entry_id);
+    assert!(!Arc::ptr_eq(&old, &new), "a new entry");
     // The stale guard neither releases nor disturbs the new entry.
     assert_eq!(
         holds.surrender(&old, Lease::Watchdog),
@@ -54,9 +59,9 @@ fn owners_of_one_key_chain_and_unlink_in_any_order() {
     let c = register(&holds, "k", "u:3", Lease::Watchdog, now);
     let other = register(&holds, "j", "u:1", Lease::Watchdog, now);
     assert_eq!(holds.len(), 4);
-    assert!(holds.held_by_other("k", "u:1"));
-    assert!(!holds.held_by_other("j", "u:1"), "only its own hold");
-    assert!(!holds.held_by_other("free", "u:1"));
+    assert!(holds.held_by_other("k", owner("u:1")));
+    assert!(!holds.held_by_other("j", owner("u:1")), "only its own hold");
+    assert!(!holds.held_by_other("free", owner("u:1")));
     // Middle, head, then last of the chain.
     assert_eq!(
         holds.surrender(&b, Lease::Watchdog),
@@ -66,13 +71,13 @@ fn owners_of_one_key_chain_and_unlink_in_any_order() {
         holds.surrender(&c, Lease::Watchdog),
         Surrender::Live { last: true }
     );
-    assert!(!holds.held_by_other("k", "u:1"));
-    assert!(holds.held_by_other("k", "u:2"));
+    assert!(!holds.held_by_other("k", owner("u:1")));
+    assert!(holds.held_by_other("k", owner("u:2")));
     assert_eq!(
         holds.surrender(&a, Lease::Watchdog),
         Surrender::Live { last: true }
     );
-    assert!(!holds.held_by_other("k", "u:2"));
+    assert!(!holds.held_by_other("k", owner("u:2")));
     assert_eq!(holds.len(), 1);
     assert_eq!(
         holds.surrender(&other, Lease::Watchdog),
@@ -147,7 +152,7 @@ fn fixed_leases_expire_and_are_never_renewed() {
 
 #[test]
 fn the_lease_clock_loses_a_hold_a_lease_after_its_last_confirmation() {
-    let holds = Holds::new(Duration::from_secs(30));
+    let holds = Holds::new(Duration::from_secs(30), "u");
     let t0 = Instant::now();
     let watchdog = register(&holds, "k", "u:1", Lease::Watchdog, t0);
     assert!(!watchdog.lost.check_clock(t0 + Duration::from_secs(29)));
@@ -194,4 +199,13 @@ fn a_token_asked_for_after_the_signal_fired_is_already_cancelled() {
     let late = LostSignal::default();
     late.fire(LostReason::LeaseExpired);
     assert!(late.token().is_cancelled(), "made after firing");
+}
+
+#[test]
+fn a_guard_keeps_24_bytes_and_an_entry_one_allocation_of_at_most_128() {
+    // What a held lock costs in memory is mostly these two (docs/BENCHMARKS.md, P4).
+    assert_eq!(std::mem::size_of::<crate::engine::hold::Hold>(), 24);
+    assert_eq!(std::mem::size_of::<Option<crate::engine::hold::Hold>>(), 24);
+    // The Arc's two counts come on top; glibc serves 120 bytes from a 128-byte chunk.
+    assert!(std::mem::size_of::<Node>() + 16 <= 120);
 }
