@@ -15,7 +15,7 @@ use crate::engine::release::{self, Core, Job, SpentLatches};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
-use crate::raw::rlock::Protocol;
+use crate::raw::Protocol;
 use crate::transport::pubsub::Hub;
 use crate::transport::Connection;
 
@@ -84,6 +84,14 @@ impl Drop for Shared {
 #[derive(Clone)]
 pub struct LockClient {
     shared: Arc<Shared>,
+}
+
+#[cfg(test)]
+impl LockClient {
+    /// The engine's handles, for unit tests that drive it with kinds of their own.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
 }
 
 impl std::fmt::Debug for LockClient {

@@ -17,12 +17,11 @@ use crate::client::Shared;
 use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
 use crate::engine::holds::{Lease, Ticket};
-use crate::engine::release::PendingAttempt;
+use crate::engine::release::{Job, PendingAttempt};
 use crate::engine::request::AcquireRequest;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::raw::rlock::Attempt;
-use crate::raw::Kind;
+use crate::raw::{Attempt, Kind, Waiting};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -31,6 +30,15 @@ const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
 /// Re-sends of one attempt whose answer was lost, before its caller hears of the error.
 const ATTEMPT_RESENDS: u32 = 3;
 const RESEND_PAUSE: Duration = Duration::from_millis(50);
+
+/// What an acquire call got: the hold, and the fencing token of its acquisition (kinds that
+/// issue one; a re-entry gets one too).
+pub(crate) struct Granted {
+    pub(crate) hold: Hold,
+    // Read by kinds that issue tokens (none yet but the fenced sketch in `raw/sketches.rs`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) token: Option<i64>,
+}
 
 /// The lock an acquire call is for, as its kind's handle knows it.
 pub(crate) struct Target<'a> {
@@ -50,7 +58,7 @@ impl Target<'_> {
         field: Arc<str>,
         wait: Option<Duration>,
         lease: Lease,
-    ) -> Result<Option<Hold>> {
+    ) -> Result<Option<Granted>> {
         // A wait too long to represent is a wait without end.
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         // This owner's earlier holds of the lock still being released (or their lost acquire
@@ -64,8 +72,10 @@ impl Target<'_> {
         }
 
         let hub = &self.shared.core.hub;
+        let waiting = self.raw.waiting();
         // No channel for a single attempt (`try_lock`): it never waits.
-        let channel = (wait != Some(Duration::ZERO)).then(|| self.raw.channel(self.key));
+        let channel = (wait != Some(Duration::ZERO) && waiting == Waiting::Message)
+            .then(|| self.raw.channel(self.key));
         // When another waiter of this client keeps the channel subscribed, join it first: one
         // attempt, made while subscribed, then does what two (before and after) would.
         let joined = channel.as_deref().and_then(|c| hub.join_live(c));
@@ -86,16 +96,23 @@ impl Target<'_> {
                 if let Ok(guard) = self.attempt(&request, owner, lease).await? {
                     return Ok(Some(guard));
                 }
-                match channel {
-                    Some(channel) => hub.subscribe(&channel).await,
-                    None => return Ok(None),
+                match (channel, waiting) {
+                    (Some(channel), _) => hub.subscribe(&channel).await,
+                    (None, Waiting::Backoff { initial, max }) if wait != Some(Duration::ZERO) => {
+                        return self
+                            .poll(&request, owner, lease, deadline, initial, max)
+                            .await;
+                    }
+                    (None, _) => return Ok(None),
                 }
             }
         };
 
         let handoffs = self.shared.handoffs();
-        let parked = Parked {
+        let mut parked = Parked {
             lock: self,
+            wait,
+            granted: false,
             request: &request,
             place: Place::new(
                 field.clone(),
@@ -126,9 +143,11 @@ impl Target<'_> {
                     answered.as_mut().await;
                     continue;
                 }
-                Standing::Answered(Outcome::Acquired(ticket)) => {
+                Standing::Answered(Outcome::Acquired(ticket, token)) => {
                     request.spend();
-                    return Ok(Some(self.hold(lease, ticket)));
+                    parked.granted = true;
+                    let hold = self.hold(lease, ticket);
+                    return Ok(Some(Granted { hold, token }));
                 }
                 Standing::Answered(Outcome::Held { pttl_ms }) => {
                     request.answered(Instant::now());
@@ -161,7 +180,10 @@ impl Target<'_> {
             };
             let pttl = match reply {
                 None => self.shared.config.watchdog_timeout().as_millis() as i64,
-                Some(Ok(Ok(guard))) => return Ok(Some(guard)),
+                Some(Ok(Ok(granted))) => {
+                    parked.granted = true;
+                    return Ok(Some(granted));
+                }
                 Some(Ok(Err(p))) => {
                     attempted = true;
                     failures = 0;
@@ -204,6 +226,43 @@ impl Target<'_> {
         }
     }
 
+    /// The wait of a kind without messages: attempts spaced by a doubling backoff (with a
+    /// little jitter, so that waiters spread out), until acquired or `deadline`.
+    async fn poll(
+        &self,
+        request: &AcquireRequest,
+        owner: Owner,
+        lease: Lease,
+        deadline: Option<Instant>,
+        initial: Duration,
+        max: Duration,
+    ) -> Result<Option<Granted>> {
+        let mut pause = initial;
+        let mut failures = 0u32;
+        loop {
+            let mut sleep = pause + jitter(failures);
+            if let Some(deadline) = deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                sleep = sleep.min(left);
+            }
+            tokio::time::sleep(sleep).await;
+            self.shared.check_open()?;
+            pause = (pause * 2).min(max);
+            match self.attempt(request, owner, lease).await {
+                Ok(Ok(granted)) => return Ok(Some(granted)),
+                Ok(Err(_)) => failures += 1,
+                Err(err) if err.is_connection() => {
+                    tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
+                    failures += 1;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
     /// A hold just acquired and registered under `ticket`.
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
         Hold::new(self.shared.clone(), ticket, lease)
@@ -220,7 +279,7 @@ impl Target<'_> {
         request: &AcquireRequest,
         owner: Owner,
         lease: Lease,
-    ) -> Result<std::result::Result<Hold, i64>> {
+    ) -> Result<std::result::Result<Granted, i64>> {
         let mut resends = 0;
         loop {
             let latch = request.latch();
@@ -235,7 +294,7 @@ impl Target<'_> {
             }
             .await;
             match reply {
-                Ok(Attempt::Acquired) => {
+                Ok(Attempt::Acquired { token }) => {
                     let since = request.answered(sent_at);
                     let lease_len = Duration::from_millis(request.lease_ms());
                     if Instant::now() >= since + lease_len {
@@ -249,12 +308,15 @@ impl Target<'_> {
                         .holds
                         .register(self.raw, self.key, owner, lease, since);
                     request.spend();
-                    return Ok(Ok(self.hold(lease, ticket)));
+                    let hold = self.hold(lease, ticket);
+                    return Ok(Ok(Granted { hold, token }));
                 }
                 Ok(Attempt::Held { pttl_ms }) => {
                     request.answered(sent_at);
                     return Ok(Err(pttl_ms));
                 }
+                // (A single attempt loads an unknown script and runs again: not reached.)
+                Ok(Attempt::NotRun) => continue,
                 Err(err) if crate::error::is_transient(&err) => {
                     // A refused connection never carried the command, a server error is an
                     // answer: nothing to settle then.
@@ -280,6 +342,9 @@ impl Target<'_> {
 /// released, like a dropped guard, and a hand-off still in flight settles its own answer.
 struct Parked<'a> {
     lock: &'a Target<'a>,
+    /// The call's wait, and whether it got the lock (a waiter that gave up withdraws).
+    wait: Option<Duration>,
+    granted: bool,
     request: &'a AcquireRequest,
     place: Arc<Place>,
 }
@@ -288,7 +353,7 @@ impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let lock = self.lock;
         match lock.shared.handoffs().forget(lock.key, &self.place) {
-            Forgotten::Unread(Outcome::Acquired(ticket)) => {
+            Forgotten::Unread(Outcome::Acquired(ticket, _)) => {
                 tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
                 self.request.spend();
                 lock.hold(self.place.lease(), ticket).abandon();
@@ -300,7 +365,34 @@ impl Drop for Parked<'_> {
             Forgotten::InFlight => self.request.hand_over(),
             Forgotten::Unread(Outcome::Withdrawn) | Forgotten::Nothing => {}
         }
+        if self.granted {
+            return;
+        }
+        // A kind that queues its waiters in Redis (fair) takes this one out of the queue; the
+        // owner's next acquire waits for that.
+        let field = self.request.field();
+        let protocol = &lock.shared.core.protocol;
+        if let Some(withdraw) = lock.raw.withdraw(protocol, lock.key, field, self.wait) {
+            let name = lock.name.clone();
+            let hold = (lock.key.clone(), field.clone());
+            lock.shared.send_job(Job::Finish(
+                hold,
+                Box::pin(async move {
+                    if let Err(err) = withdraw.await {
+                        tracing::debug!(lock = %name, error = %err, "withdrawing a waiter failed; its queue entry ends with its timeout");
+                    }
+                }),
+            ));
+        }
     }
+}
+
+/// Up to `failures` ms of jitter (Redisson's spin-lock backoff adds as much).
+fn jitter(failures: u32) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    Duration::from_millis(u64::from(nanos) % (u64::from(failures) + 1))
 }
 
 /// An acquire script call in flight. Dropped before its reply, it hands the call to the

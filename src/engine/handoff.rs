@@ -36,10 +36,8 @@ use tokio::time::Instant;
 use crate::engine::holds::{Holds, Lease, Ticket};
 use crate::engine::request::LatchCell;
 use crate::owner::Owner;
-use crate::raw::rlock::{AcquireArgs, Attempt};
 use crate::raw::Kind;
-
-const NO_SCRIPT: redis::ErrorKind = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+use crate::raw::{AcquireArgs, Attempt};
 
 /// How long a key's state outlives its last use (its subscriber count goes with it).
 const KEEP: Duration = Duration::from_secs(2);
@@ -104,8 +102,9 @@ enum PlaceState {
 /// What a hand-off did for a waiter.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The waiter holds the lock; the hold is registered under this ticket.
-    Acquired(Ticket),
+    /// The waiter holds the lock; the hold is registered under this ticket (with the
+    /// acquisition's fencing token, from kinds that issue one).
+    Acquired(Ticket, Option<i64>),
     /// Someone else holds it (the unlock did not free it).
     Held { pttl_ms: i64 },
     /// The acquire failed (sent at the instant given); the waiter handles it as the failure of
@@ -376,28 +375,24 @@ impl Offer {
             let outcome = match attempt {
                 // The waiter went away while its hand-off was in flight: this release settles
                 // what the acquire did.
-                Ok(Attempt::Acquired) if matches!(*state, PlaceState::Gone) => {
+                Ok(Attempt::Acquired { .. }) if matches!(*state, PlaceState::Gone) => {
                     orphan = Some(orphan_of(true));
                     None
                 }
-                Err(err) if matches!(*state, PlaceState::Gone) && err.kind() != NO_SCRIPT => {
+                Err(_) if matches!(*state, PlaceState::Gone) => {
                     orphan = Some(orphan_of(false));
                     None
                 }
                 _ if matches!(*state, PlaceState::Gone) => None,
-                Ok(Attempt::Acquired) => Some(Outcome::Acquired(holds.register(
-                    raw,
-                    &self.key,
-                    place.owner,
-                    place.lease,
-                    sent_at,
-                ))),
+                Ok(Attempt::Acquired { token }) => Some(Outcome::Acquired(
+                    holds.register(raw, &self.key, place.owner, place.lease, sent_at),
+                    token,
+                )),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
-                // A flushed script cache: nothing ran, and the waiter's own attempt loads it.
-                Err(err) if err.kind() == NO_SCRIPT => Some(Outcome::Withdrawn),
+                Ok(Attempt::NotRun) => Some(Outcome::Withdrawn),
                 Err(err) => Some(Outcome::Failed(err, sent_at)),
             };
-            missed = !matches!(outcome, Some(Outcome::Acquired(_)));
+            missed = !matches!(outcome, Some(Outcome::Acquired(..)));
             if let Some(outcome) = outcome {
                 *state = PlaceState::Done(outcome);
             }
@@ -492,7 +487,7 @@ mod tests {
         let holds = Holds::default();
         let (orphan, missed) = offer.settle(
             Some(2),
-            Some(Ok(Attempt::Acquired)),
+            Some(Ok(Attempt::Acquired { token: None })),
             &holds,
             &RLOCK,
             Instant::now(),
@@ -505,7 +500,7 @@ mod tests {
         );
         assert!(matches!(
             handoffs.leave("k", &a),
-            Standing::Answered(Outcome::Acquired(_))
+            Standing::Answered(Outcome::Acquired(..))
         ));
         // Another client is listening now: the next release only counts.
         assert!(handoffs.offer(&key, true).unwrap().waiter().is_none());
@@ -534,7 +529,7 @@ mod tests {
         let holds = Holds::default();
         let (orphan, _) = offer.settle(
             Some(1),
-            Some(Ok(Attempt::Acquired)),
+            Some(Ok(Attempt::Acquired { token: None })),
             &holds,
             &RLOCK,
             Instant::now(),

@@ -14,8 +14,8 @@ use crate::engine::holds::{Lease, Surrender, Ticket};
 use crate::engine::release::{Job, Unlock};
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::raw::rlock::Release;
 use crate::raw::Kind;
+use crate::raw::Release;
 
 /// Everything a live guard owns: its client, its entry in the registry (kind, key, owner and
 /// lost signal live there, shared with the owner's other guards of the lock), and its lease.

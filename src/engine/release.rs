@@ -31,8 +31,9 @@ use crate::engine::handoff::{Handoffs, Offer};
 use crate::engine::holds::{Holds, LostHold};
 use crate::engine::request::Unsettled;
 use crate::names;
-use crate::raw::rlock::{resend_deadline, Attempt, Protocol, Release, UnlockArgs};
+use crate::raw::protocol::resend_deadline;
 use crate::raw::Kind;
+use crate::raw::{Attempt, Protocol, Release, UnlockArgs};
 use crate::transport::pubsub::Hub;
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
@@ -478,12 +479,12 @@ async fn run_job(ctx: Core, job: Job) {
             let _ = done.send(());
         }
         Job::FinishAttempt(attempt, unsettled) => match attempt.await {
-            Ok(Attempt::Acquired) => {
+            Ok(Attempt::Acquired { .. }) => {
                 tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
                 undo(&ctx, &unsettled).await;
             }
             // Found held: the latch was not there, so no send of the call took the lock.
-            Ok(Attempt::Held { .. }) => {}
+            Ok(Attempt::Held { .. } | Attempt::NotRun) => {}
             Err(_) => resolve(&ctx, unsettled).await,
         },
         Job::Resolve(unsettled) => resolve(&ctx, unsettled).await,

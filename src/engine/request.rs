@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::client::Shared;
 use crate::engine::release::{Job, PendingAttempt, Unlock};
 use crate::names;
-use crate::raw::rlock::AcquireArgs;
+use crate::raw::AcquireArgs;
 use crate::raw::Kind;
 
 /// One acquire call, as Redis sees it.
@@ -95,6 +95,11 @@ impl AcquireRequest {
     /// The lease of the hold, in ms.
     pub(crate) fn lease_ms(&self) -> u64 {
         self.lease_ms
+    }
+
+    /// The owner field acquiring.
+    pub(crate) fn field(&self) -> &Arc<str> {
+        &self.field
     }
 
     /// What to send for one attempt, with `latch` from [`AcquireRequest::latch`].

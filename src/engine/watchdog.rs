@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
-use crate::raw::rlock::Protocol;
 use crate::raw::Kind;
+use crate::raw::Protocol;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {

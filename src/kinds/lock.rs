@@ -12,7 +12,8 @@ use crate::engine::holds::{Lease, MAX_LEASE};
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::owner::Owner;
-use crate::raw::rlock::{KeyKind, RLOCK};
+use crate::raw::rlock::RLOCK;
+use crate::raw::KeyKind;
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///
@@ -259,10 +260,8 @@ impl Lock {
     /// [`Error::WrongType`] if the key holds something else (it is left alone).
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        self.shared
-            .core
-            .protocol
-            .force_unlock(&self.key, &RLOCK.channel(&self.key))
+        RLOCK
+            .force_unlock(&self.shared.core.protocol, &self.key)
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }
@@ -354,11 +353,12 @@ impl Lock {
             name: &self.name,
             key: &self.key,
         };
-        let hold = target
+        let granted = target
             .acquire(owner, field, wait, lease)
             .instrument(span)
             .await?;
-        Ok(hold.map(LockGuard::new))
+        // (An RLock issues no fencing token.)
+        Ok(granted.map(|granted| LockGuard::new(granted.hold)))
     }
 }
 

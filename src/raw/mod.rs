@@ -6,14 +6,21 @@
 //! it never names a kind's scripts or channel itself. A new kind (fenced, fair, read-write,
 //! spin) is an implementation here, its `.lua` files, and a thin public type in `kinds/` that
 //! hands its `&'static Kind` to the engine; the acquire loop, renewal and release stay
-//! as they are. [`rlock::RLOCK`] is Redisson's `RLock`.
+//! as they are (`sketches.rs` checks that with sketches of the fenced, spin and fair kinds).
+//! [`protocol`] is what every kind's scripts go through; [`rlock::RLOCK`] is Redisson's
+//! `RLock`.
 
+pub(crate) mod protocol;
 pub(crate) mod rlock;
+#[cfg(test)]
+mod sketches;
 
 use redis::RedisResult;
 
 use crate::engine::BoxFuture;
-use rlock::{AcquireArgs, Attempt, Pipelined, Protocol, Release, UnlockArgs};
+pub(crate) use protocol::{
+    AcquireArgs, Attempt, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
+};
 
 /// A lock kind as the engine keeps it: a thin `&'static Kind` is 8 bytes in every guard and
 /// unlock, where a `&dyn RawLock` would take 16.
@@ -36,10 +43,45 @@ impl std::ops::Deref for Kind {
     }
 }
 
+/// How waiters of a kind learn that its lock may be free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// A message on the kind's [channel](RawLock::channel), published by the unlock; the
+    /// holder's remaining lease bounds each sleep in case it is missed.
+    Message,
+    /// No messages (Redisson's spin lock publishes none): attempts spaced by a backoff that
+    /// doubles from `initial` up to `max`. (No kind yet but the spin sketch in
+    /// `raw/sketches.rs`.)
+    #[cfg_attr(not(test), allow(dead_code))]
+    Backoff {
+        initial: std::time::Duration,
+        max: std::time::Duration,
+    },
+}
+
 /// One lock kind's protocol, as the engine drives it.
 pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// The channel `key`'s unlocks publish on and its waiters listen to.
     fn channel(&self, key: &str) -> String;
+
+    /// How the kind's waiters learn that the lock may be free.
+    fn waiting(&self) -> Waiting {
+        Waiting::Message
+    }
+
+    /// Takes a waiter that gave up (its wait ran out, its call was cancelled) out of the
+    /// kind's queue, for kinds that queue waiters in Redis (a fair lock); `None`: nothing to
+    /// do. `wait` is the call's wait (`None`: without end). The future owns what it needs: a
+    /// cancelled waiter's is finished by the background task.
+    fn withdraw(
+        &self,
+        _protocol: &Protocol,
+        _key: &str,
+        _field: &str,
+        _wait: Option<std::time::Duration>,
+    ) -> Option<BoxFuture<'static, RedisResult<()>>> {
+        None
+    }
 
     /// Whether a release may hand the lock straight to a waiter of the same client (a fair
     /// lock must never let a local waiter jump its queue).
@@ -68,6 +110,13 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         args: UnlockArgs<'a>,
         then_acquire: Option<AcquireArgs<'a>>,
     ) -> BoxFuture<'a, RedisResult<Pipelined>>;
+
+    /// Deletes `key` whoever holds it and tells its waiters. `true` if it existed.
+    fn force_unlock<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        key: &'a str,
+    ) -> BoxFuture<'a, RedisResult<bool>>;
 
     /// Renews each `(key, field)` still held by its field to `lease_ms`: one bool per entry.
     fn renew(

@@ -1,0 +1,240 @@
+//! The protocol layer every lock kind shares: the connection its scripts go through, how a
+//! script is sent (`EVALSHA`, and after a `NOSCRIPT` reply, which means nothing ran, a load and
+//! the same command again), the outcomes the engine understands ([`Attempt`], [`Release`]),
+//! and the kind-agnostic commands (spent latches, read-only queries).
+//!
+//! Each call encodes its `EVALSHA` command once, straight into a [`Cmd`] (redis-rs'
+//! `ScriptInvocation` would copy every key and argument into its own buffer first, then again
+//! into the command), and re-sends that same command after a `NOSCRIPT`.
+
+use crate::transport::Connection;
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
+
+/// How long an unlock latch lives, in ms (Redisson uses roughly 16–20 s).
+pub(crate) const LATCH_TTL_MS: u64 = 20_000;
+
+/// `EVALSHA <sha1> <numkeys>`, with room for `args` more arguments of about `bytes` bytes.
+pub(super) fn evalsha(script: &Script, numkeys: usize, args: usize, bytes: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(3 + args, 48 + bytes);
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(numkeys);
+    cmd
+}
+
+/// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran) loads the script and
+/// sends the same command again, exactly as `Script::invoke_async` does.
+pub(super) async fn invoke<T: FromRedisValue>(
+    script: &Script,
+    cmd: &Cmd,
+    conn: &mut Connection,
+) -> RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        reply => reply,
+    }
+}
+
+/// Outcome of one acquire attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The owner now holds the lock (first hold or one more). `token`: the fencing token
+    /// this acquisition was given, from kinds that issue one.
+    Acquired { token: Option<i64> },
+    /// Someone else holds it; their remaining lease in ms (`-1` if the key has no TTL).
+    Held { pttl_ms: i64 },
+    /// The server did not know the script, so nothing ran. Only the acquire pipelined behind
+    /// a hand-off's unlock answers this (a single attempt loads the script and runs again).
+    NotRun,
+}
+
+impl Attempt {
+    /// The `nil`-or-PTTL reply of the RLock-style acquire scripts.
+    pub(super) fn from_reply(reply: Option<i64>) -> Self {
+        match reply {
+            None => Attempt::Acquired { token: None },
+            Some(pttl_ms) => Attempt::Held { pttl_ms },
+        }
+    }
+}
+
+/// How long an acquire latch lives, for a hold of `lease_ms`: at least as long as the hold
+/// (a re-send while the hold may still exist must find it), at least [`LATCH_TTL_MS`], at most
+/// [`MAX_ACQUIRE_LATCH_MS`]. Re-sends stop well inside it ([`resend_deadline`]).
+pub(crate) fn acquire_latch_ttl(lease_ms: u64) -> u64 {
+    lease_ms.clamp(LATCH_TTL_MS, MAX_ACQUIRE_LATCH_MS)
+}
+
+/// The longest an acquire latch lives (for fixed leases longer than this, an acquire whose
+/// answer stays lost for an hour is given up: its hold ends with its lease).
+pub(crate) const MAX_ACQUIRE_LATCH_MS: u64 = 3_600_000;
+
+/// Until when an acquire first sent at `first_sent`, whose answer was lost, may be re-sent
+/// with its latch: one latch lifetime less a margin (a re-send after the latch is gone could
+/// count twice).
+pub(crate) fn resend_deadline(
+    first_sent: tokio::time::Instant,
+    lease_ms: u64,
+) -> tokio::time::Instant {
+    let ttl = std::time::Duration::from_millis(acquire_latch_ttl(lease_ms));
+    first_sent + ttl.mul_f64(0.75)
+}
+
+/// One acquire to send: whose, for how long, under which latch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AcquireArgs<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) latch: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) field: &'a str,
+}
+
+/// What an unlock needs to name one hold's release.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UnlockArgs<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) channel: &'a str,
+    pub(crate) latch: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) field: &'a str,
+}
+
+/// The answers to one unlock sent with a local hand-off's acquire and a count of listeners.
+#[derive(Debug)]
+pub(crate) struct Pipelined {
+    pub(crate) release: Release,
+    /// The waiter's acquire, when one was sent.
+    pub(crate) attempt: Option<RedisResult<Attempt>>,
+    /// Clients subscribed to the channel (`None` if the count was refused, e.g. by an ACL).
+    pub(crate) listeners: Option<i64>,
+}
+
+/// The count out of a `PUBSUB NUMSUB channel` reply (`[channel, count]`).
+pub(super) fn listener_count(reply: Value) -> Option<i64> {
+    let pairs: Vec<(Value, i64)> = FromRedisValue::from_redis_value(reply).ok()?;
+    pairs.first().map(|(_, n)| *n)
+}
+
+pub(super) fn short_reply() -> redis::RedisError {
+    redis::RedisError::from((ErrorKind::UnexpectedReturnType, "pipeline reply too short"))
+}
+
+/// What a lock key holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    /// No such key: the lock is free.
+    Absent,
+    /// A hash: a lock (held).
+    Hash,
+    /// Something that is not a lock.
+    Other,
+}
+
+/// Outcome of one unlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// The owner held no hold: nothing changed.
+    NotHeld,
+    /// One hold released; the owner still holds the lock.
+    StillHeld,
+    /// The last hold released: the key is gone and waiters were told.
+    Released,
+}
+
+impl Release {
+    pub(super) fn from_reply(reply: Option<i64>) -> Self {
+        match reply {
+            None => Release::NotHeld,
+            Some(0) => Release::StillHeld,
+            Some(_) => Release::Released,
+        }
+    }
+}
+
+/// What every kind's scripts go through: the connection, the publish command the unlock
+/// scripts run, and the kind-agnostic commands (latches, queries).
+#[derive(Clone)]
+pub(crate) struct Protocol {
+    pub(super) conn: Connection,
+    pub(super) publish: &'static str,
+    /// The `PUBSUB` subcommand that counts the publish command's listeners.
+    pub(super) numsub: &'static str,
+}
+
+impl Protocol {
+    /// The publish command the unlock scripts run (`publish` or `spublish`).
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.publish
+    }
+
+    /// The connection the scripts go through (for how to batch keys).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(crate) fn new(conn: Connection, publish: &'static str) -> Self {
+        let numsub = if publish == "spublish" {
+            "SHARDNUMSUB"
+        } else {
+            "NUMSUB"
+        };
+        Protocol {
+            conn,
+            publish,
+            numsub,
+        }
+    }
+
+    /// Deletes spent latches in one `DEL`, and returns once Redis has run it (so the caller
+    /// knows to try again after a connection error: a latch left behind lingers for its PX).
+    pub(crate) async fn delete_latches(&self, latches: &[String]) -> RedisResult<()> {
+        if latches.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("DEL")
+            .arg(latches)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// What `key` holds: nothing, a lock hash, or something else.
+    pub(crate) async fn key_kind(&self, key: &str) -> RedisResult<KeyKind> {
+        let kind: String = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(match kind.as_str() {
+            "none" => KeyKind::Absent,
+            "hash" => KeyKind::Hash,
+            _ => KeyKind::Other,
+        })
+    }
+
+    /// `HGET key field`: the field's hold count (0 when absent).
+    pub(crate) async fn hold_count(&self, key: &str, field: &str) -> RedisResult<u32> {
+        let count: Option<i64> = redis::cmd("HGET")
+            .arg(key)
+            .arg(field)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// Whether the acquire that wrote `latch` took its hold (the latch is written with the hold,
+    /// and outlives every re-send of that acquire).
+    pub(crate) async fn acquired(&self, latch: &str) -> RedisResult<bool> {
+        redis::cmd("EXISTS")
+            .arg(latch)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// `PTTL key`: `-2` absent, `-1` no TTL, else ms left.
+    pub(crate) async fn pttl(&self, key: &str) -> RedisResult<i64> {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+}
