@@ -2,9 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -16,8 +14,8 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::lock::Lock;
 use crate::raw::Protocol;
+use crate::transport::connect;
 use crate::transport::pubsub::Hub;
-use crate::transport::Connection;
 
 /// State shared by the client handles, its locks and their guards.
 pub(crate) struct Shared {
@@ -131,27 +129,13 @@ impl LockClient {
     /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
     pub async fn with_config(config: Config) -> Result<LockClient> {
         config.validate()?;
-        let info = config.connection_info()?;
-        let client = redis::Client::open(info.clone()).map_err(|e| Error::Config(e.to_string()))?;
-        let mut conn = connect_manager(client.clone(), &config).await?;
-        if config.publish_mode().resolved() == PublishMode::SPublish {
-            require_commands(&mut conn, SHARDED_COMMANDS, SHARDED_NEEDED_BY).await?;
-        }
-        let protocol = Protocol::new(
-            Connection::Standalone(conn),
-            config.publish_mode().publish_command(),
-        );
+        let mut conn = connect::open(&config).await?;
+        let mode = connect::publish_mode(&mut conn, &config).await?;
+        let cluster = conn.is_cluster();
+        let protocol = Protocol::new(conn.clone(), mode.publish_command());
 
         let tasks = CancellationToken::new();
-        let hub = Hub::start(
-            info,
-            config.publish_mode(),
-            config.connect_timeout(),
-            config.response_timeout(),
-            tasks.clone(),
-        )
-        .await
-        .map_err(pubsub_error)?;
+        let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
         let client_id = uuid::Uuid::new_v4().to_string();
         let holds = Arc::new(Holds::new(config.watchdog_timeout(), &client_id));
         let (jobs, rx) = mpsc::unbounded_channel();
@@ -161,13 +145,17 @@ impl LockClient {
             latches: latches.clone(),
             holds: holds.clone(),
             hub: hub.clone(),
-            handoffs: Arc::new(Handoffs::new(config.local_handoff())),
+            // On a cluster in classic mode, a channel's listeners may sit on any node: one
+            // node's count cannot show this client alone, so releases never hand off there.
+            handoffs: Arc::new(Handoffs::new(
+                config.local_handoff() && !(cluster && mode == PublishMode::Publish),
+            )),
             jobs: jobs.downgrade(),
             pending: Arc::default(),
             key_prefix: config.key_prefix().into(),
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
         };
-        spawn_watchdog(releaser.clone(), client, &config, tasks.clone()).await?;
+        spawn_watchdog(releaser.clone(), &config, tasks.clone()).await?;
         tokio::spawn(release::run_release_task(releaser.clone(), rx));
         tokio::spawn(release::run_latch_sweeper(
             protocol.clone(),
@@ -267,28 +255,11 @@ impl LockClient {
 }
 
 /// The command connection: reconnects by itself, a few quick retries, the configured timeouts.
-async fn connect_manager(client: redis::Client, config: &Config) -> Result<ConnectionManager> {
-    let manager = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout()))
-        .set_response_timeout(Some(config.response_timeout()))
-        .set_number_of_retries(3)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, manager)
-        .await
-        .map_err(connect_error)
-}
-
 /// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
 /// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
 /// long computation) must not stall renewal, or its locks would expire under it. (Redisson
 /// renews from Netty's threads for the same reason.) Returns once the connection is made.
-async fn spawn_watchdog(
-    core: Core,
-    client: redis::Client,
-    config: &Config,
-    shutdown: CancellationToken,
-) -> Result<()> {
+async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();
     let (ready, connected) = oneshot::channel();
@@ -306,10 +277,10 @@ async fn spawn_watchdog(
                 }
             };
             runtime.block_on(async move {
-                match connect_manager(client, &config).await {
+                match connect::open(&config).await {
                     Ok(conn) => {
                         let watchdog = Watchdog {
-                            protocol: Protocol::new(Connection::Standalone(conn), publish),
+                            protocol: Protocol::new(conn, publish),
                             core,
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),
@@ -328,69 +299,4 @@ async fn spawn_watchdog(
     connected
         .await
         .unwrap_or_else(|_| Err(Error::Config("the watchdog thread ended".into())))
-}
-
-/// What the sharded publish mode sends: unlock scripts publish with the first, waiters
-/// subscribe and leave with the others.
-const SHARDED_COMMANDS: &[&str] = &["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"];
-const SHARDED_NEEDED_BY: &str =
-    "PublishMode::SPublish (sharded pub/sub: Redis or Valkey 7.0 or newer; use PublishMode::Publish)";
-
-/// Refuses a server that lacks one of `commands` with [`Error::Unsupported`], at connect rather
-/// than on the first unlock. `COMMAND INFO` answers nil for a command the server does not know.
-/// If the ACL refuses `COMMAND` itself, the check is skipped: scripts publish before they write,
-/// so a missing command still fails an unlock with nothing changed.
-async fn require_commands(
-    conn: &mut ConnectionManager,
-    commands: &[&str],
-    needed_by: &str,
-) -> Result<()> {
-    let info: Vec<redis::Value> = match redis::cmd("COMMAND")
-        .arg("INFO")
-        .arg(commands)
-        .query_async(conn)
-        .await
-    {
-        Ok(info) => info,
-        Err(err) if err.code() == Some("NOPERM") => {
-            tracing::debug!(error = %err, "COMMAND INFO refused; commands not checked at connect");
-            return Ok(());
-        }
-        Err(err) => return Err(connect_error(err)),
-    };
-    match commands
-        .iter()
-        .zip(info.iter().chain(std::iter::repeat(&redis::Value::Nil)))
-        .find(|(_, info)| matches!(info, redis::Value::Nil))
-    {
-        Some((command, _)) => Err(Error::Unsupported {
-            command: command.to_string(),
-            needed_by: needed_by.to_string(),
-        }),
-        None => Ok(()),
-    }
-}
-
-fn pubsub_error(err: redis::RedisError) -> Error {
-    if err.kind() == redis::ErrorKind::RESP3NotSupported
-        || err.to_string().contains("unknown command 'HELLO'")
-    {
-        return Error::Config(
-            "the server does not speak RESP3 (HELLO 3 refused): waiting on locks needs Redis 6 or newer".into(),
-        );
-    }
-    connect_error(err)
-}
-
-fn connect_error(err: redis::RedisError) -> Error {
-    if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || err.code() == Some("WRONGPASS")
-        || err.code() == Some("NOAUTH")
-    {
-        return Error::Authentication(err);
-    }
-    if err.code() == Some("NOPERM") {
-        return Error::Redis(err);
-    }
-    Error::Connection(err)
 }

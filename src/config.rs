@@ -22,7 +22,9 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PublishMode {
-    /// What Redisson does by default for this deployment: `PUBLISH` on a standalone server.
+    /// What Redisson does by default for this deployment: `PUBLISH` on a standalone server;
+    /// on a cluster, `SPUBLISH` when its nodes have sharded pub/sub (Redis and Valkey ≥ 7),
+    /// `PUBLISH` otherwise.
     #[default]
     Auto,
     /// Always `PUBLISH` / `SUBSCRIBE`.
@@ -32,17 +34,19 @@ pub enum PublishMode {
 }
 
 impl PublishMode {
-    /// The mode actually used against a standalone server.
-    pub(crate) fn resolved(self) -> PublishMode {
+    /// The mode actually used against a standalone server (or a cluster, `sharded_ok`: whether
+    /// its nodes have sharded pub/sub).
+    pub(crate) fn resolved(self, cluster: bool, sharded_ok: bool) -> PublishMode {
         match self {
+            PublishMode::Auto if cluster && sharded_ok => PublishMode::SPublish,
             PublishMode::Auto => PublishMode::Publish,
             other => other,
         }
     }
 
-    /// The publish command name as the unlock scripts receive it.
+    /// The publish command name as the unlock scripts receive it (of a resolved mode).
     pub(crate) fn publish_command(self) -> &'static str {
-        match self.resolved() {
+        match self {
             PublishMode::SPublish => "spublish",
             _ => "publish",
         }
@@ -67,7 +71,10 @@ impl PublishMode {
 /// ```
 #[derive(Clone)]
 pub struct Config {
+    /// The server, or on a cluster the first seed (its login and TLS apply to every node).
     pub(crate) connection: redis::ConnectionInfo,
+    /// Every seed node, when the deployment is a Redis Cluster.
+    cluster_seeds: Option<Vec<redis::ConnectionInfo>>,
     watchdog_timeout: Duration,
     renewal_interval: Option<Duration>,
     renewal_batch_size: usize,
@@ -91,21 +98,86 @@ impl Config {
     /// # Errors
     /// [`Error::Config`] if the URL cannot be parsed (the message never contains the password).
     pub fn from_url(url: &str) -> Result<Self> {
-        let connection = url
-            .into_connection_info()
-            .map_err(|e| {
-                Error::Config(format!(
-                    "invalid redis url ({}): expected redis://[user:password@]host[:port][/db] or rediss://...",
-                    e.category()
-                ))
-            })?;
-        Ok(Self::from_connection_info(connection))
+        Ok(Self::from_connection_info(parse_url(url)?))
+    }
+
+    /// A configuration for the Redis Cluster reached through `seed_urls` (any of its nodes;
+    /// the others are discovered), with Redisson's defaults for everything else. All seeds
+    /// must share one scheme and one login, which every node is reached with.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    ///
+    /// let config = Config::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])?;
+    /// assert!(config.is_cluster());
+    /// assert!(Config::cluster(Vec::<String>::new()).is_err());
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] if there is no seed, a URL cannot be parsed, one names a database
+    /// other than 0 (a cluster has only 0), or the seeds disagree on TLS or login.
+    pub fn cluster<I>(seed_urls: I) -> Result<Self>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let seeds = seed_urls
+            .into_iter()
+            .map(|url| parse_url(url.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        let Some(first) = seeds.first().cloned() else {
+            return Err(Error::Config(
+                "a cluster needs at least one seed url".into(),
+            ));
+        };
+        let login = |info: &redis::ConnectionInfo| {
+            let settings = info.redis_settings();
+            (
+                settings.username().map(str::to_owned),
+                settings.password().map(str::to_owned),
+                matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }),
+            )
+        };
+        for seed in &seeds {
+            if seed.redis_settings().db() != 0 {
+                return Err(Error::Config(
+                    "a cluster has only database 0: drop the /db from the seed urls".into(),
+                ));
+            }
+            if login(seed) != login(&first) {
+                return Err(Error::Config(
+                    "the cluster seed urls disagree on TLS, user or password".into(),
+                ));
+            }
+        }
+        let mut config = Self::from_connection_info(first);
+        config.cluster_seeds = Some(seeds);
+        Ok(config)
+    }
+
+    /// Whether this configuration is for a Redis Cluster ([`Config::cluster`]).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster_seeds.is_some()
+    }
+
+    /// The cluster's seed nodes as given, if this is a cluster (TCP and TLS settings are
+    /// the cluster client's).
+    pub(crate) fn cluster_seeds(&self) -> Option<&[redis::ConnectionInfo]> {
+        self.cluster_seeds.as_deref()
+    }
+
+    /// The private CA to trust, if one was given.
+    #[cfg(feature = "tls")]
+    pub(crate) fn tls_root_cert(&self) -> Option<&[u8]> {
+        self.tls_root_cert.as_deref()
     }
 
     /// A configuration from redis-rs connection info.
     pub fn from_connection_info(connection: redis::ConnectionInfo) -> Self {
         Config {
             connection,
+            cluster_seeds: None,
             watchdog_timeout: Self::DEFAULT_WATCHDOG_TIMEOUT,
             renewal_interval: None,
             renewal_batch_size: Self::DEFAULT_RENEWAL_BATCH_SIZE,
@@ -201,11 +273,19 @@ impl Config {
 
     /// The connection info to use, with TLS trust settings applied.
     pub(crate) fn connection_info(&self) -> Result<redis::ConnectionInfo> {
+        self.with_transport_settings(self.connection.clone())
+    }
+
+    /// `connection` with this configuration's TCP and TLS settings.
+    pub(crate) fn with_transport_settings(
+        &self,
+        connection: redis::ConnectionInfo,
+    ) -> Result<redis::ConnectionInfo> {
         // TCP_NODELAY, as Redisson (Netty) sets by default: with Nagle's algorithm on, a command
         // written while an earlier one is unacknowledged (an acquire right after the unlock
         // latch's fire-and-forget DEL) waits for that acknowledgement.
-        let tcp = self.connection.tcp_settings().clone().set_nodelay(true);
-        let connection = self.connection.clone().set_tcp_settings(tcp);
+        let tcp = connection.tcp_settings().clone().set_nodelay(true);
+        let connection = connection.set_tcp_settings(tcp);
         match &self.tls_root_cert {
             None => Ok(connection),
             #[cfg(feature = "tls")]
@@ -298,11 +378,29 @@ impl Config {
     }
 }
 
+fn parse_url(url: &str) -> Result<redis::ConnectionInfo> {
+    url.into_connection_info().map_err(|e| {
+        Error::Config(format!(
+            "invalid redis url ({}): expected redis://[user:password@]host[:port][/db] or rediss://...",
+            e.category()
+        ))
+    })
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let redis = self.connection.redis_settings();
         f.debug_struct("Config")
             .field("addr", &self.connection.addr().to_string())
+            .field(
+                "cluster_seeds",
+                &self.cluster_seeds.as_ref().map(|seeds| {
+                    seeds
+                        .iter()
+                        .map(|s| s.addr().to_string())
+                        .collect::<Vec<_>>()
+                }),
+            )
             .field("db", &redis.db())
             .field("username", &redis.username())
             .field("password", &redis.password().map(|_| "<redacted>"))

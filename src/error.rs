@@ -53,6 +53,36 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// On a cluster, a lock name whose derived keys (its channel, its latches) would hash to
+    /// another slot than the lock's key, so no script could touch them together (Redisson
+    /// fails such names with `CROSSSLOT` when it first runs one). Refused before anything is
+    /// sent. It happens when the name has a `{` that opens no hash tag (no `}` after it, or
+    /// `{}`); a standalone server accepts such names, as Redisson does.
+    ///
+    /// ```
+    /// let err = redisson_lock::Error::CrossSlot {
+    ///     lock: "bad{".into(),
+    ///     key_slot: 1,
+    ///     derived: "redisson_lock__channel:bad{".into(),
+    ///     derived_slot: 2,
+    /// };
+    /// assert!(err.is_invalid_input());
+    /// assert!(err.to_string().contains("slot 1"));
+    /// ```
+    #[error(
+        "lock `{lock}` cannot be used on a cluster: its key is in slot {key_slot} but `{derived}` is in slot {derived_slot} (a `{{` in the name that opens no hash tag)"
+    )]
+    CrossSlot {
+        /// The lock's name.
+        lock: String,
+        /// The slot of the lock's key.
+        key_slot: u16,
+        /// A key or channel derived from the name.
+        derived: String,
+        /// The slot `derived` hashes to.
+        derived_slot: u16,
+    },
+
     /// The configuration or URL is not usable.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -104,7 +134,10 @@ impl Error {
 
     /// The caller passed an invalid argument or configuration.
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, Error::InvalidArgument(_) | Error::Config(_))
+        matches!(
+            self,
+            Error::InvalidArgument(_) | Error::Config(_) | Error::CrossSlot { .. }
+        )
     }
 
     /// The server lacks a command the configuration needs (see [`Error::Unsupported`]).

@@ -41,6 +41,18 @@ pub fn lock_channel(key: &str) -> String {
     prefixed("redisson_lock__channel", key)
 }
 
+/// The Redis Cluster slot `key` hashes to (CRC16 of its hash tag, or of the whole key).
+///
+/// ```
+/// use redisson_lock::names;
+///
+/// assert_eq!(names::cluster_slot("{orders}:1"), names::cluster_slot("orders"));
+/// assert_eq!(names::cluster_slot(&names::lock_channel("orders")), names::cluster_slot("orders"));
+/// ```
+pub fn cluster_slot(key: &str) -> u16 {
+    crate::transport::slots::slot_of(key)
+}
+
 /// The unlock latch key for one logical unlock request (32 hex characters of request id).
 ///
 /// ```

@@ -11,6 +11,7 @@ use crate::engine::acquire::Target;
 use crate::engine::holds::{Lease, MAX_LEASE};
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
+use crate::names;
 use crate::owner::Owner;
 use crate::raw::rlock::RLOCK;
 use crate::raw::KeyKind;
@@ -129,7 +130,35 @@ impl Lock {
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("lock name must not be empty".into()));
         }
+        if self.shared.core.protocol.connection().is_cluster() {
+            self.check_slots()?;
+        }
         Ok(())
+    }
+
+    /// On a cluster, every key and channel a script touches must share the lock key's slot.
+    fn check_slots(&self) -> Result<()> {
+        let key_slot = names::cluster_slot(&self.key);
+        // (Latches end in a random request id: any id stands for all of them.)
+        let sample_id = "0".repeat(32);
+        let derived = [
+            RLOCK.channel(&self.key),
+            names::acquire_latch(&self.key, &sample_id),
+            names::unlock_latch(&self.key, &sample_id),
+        ];
+        match derived
+            .into_iter()
+            .map(|name| (names::cluster_slot(&name), name))
+            .find(|(slot, _)| *slot != key_slot)
+        {
+            None => Ok(()),
+            Some((derived_slot, derived)) => Err(Error::CrossSlot {
+                lock: self.name.to_string(),
+                key_slot,
+                derived,
+                derived_slot,
+            }),
+        }
     }
 
     /// Acquires the lock, waiting as long as it takes; the watchdog renews it while held.

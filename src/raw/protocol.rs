@@ -1,6 +1,6 @@
 //! The protocol layer every lock kind shares: the connection its scripts go through, how a
-//! script is sent (`EVALSHA`, and after a `NOSCRIPT` reply, which means nothing ran, a load and
-//! the same command again), the outcomes the engine understands ([`Attempt`], [`Release`]),
+//! script is sent (`EVALSHA`, and after a `NOSCRIPT` reply, which means nothing ran, the same
+//! call as `EVAL`, which caches the script on that node), the outcomes the engine understands ([`Attempt`], [`Release`]),
 //! and the kind-agnostic commands (spent latches, read-only queries).
 //!
 //! Each call encodes its `EVALSHA` command once, straight into a [`Cmd`] (redis-rs'
@@ -8,32 +8,79 @@
 //! into the command), and re-sends that same command after a `NOSCRIPT`.
 
 use crate::transport::Connection;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
+use std::sync::OnceLock;
+
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
+
+/// A Lua script: its text, and its SHA-1 for `EVALSHA` (worked out on first use).
+pub(crate) struct Lua {
+    code: &'static str,
+    sha: OnceLock<String>,
+}
+
+impl Lua {
+    pub(crate) const fn new(code: &'static str) -> Lua {
+        Lua {
+            code,
+            sha: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.code).get_hash().to_string())
+    }
+
+    /// The `EVALSHA` call `cmd` (built by [`evalsha`]) as `EVAL` with this script's text.
+    fn eval_instead(&self, cmd: &Cmd) -> Cmd {
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(self.code);
+        for arg in cmd.args_iter().skip(2) {
+            if let redis::Arg::Simple(bytes) = arg {
+                eval.arg(bytes);
+            }
+        }
+        eval
+    }
+}
+
+/// A `NOSCRIPT` reply: the server does not know the script, so nothing ran.
+pub(crate) fn is_no_script(err: &redis::RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
 
 /// How long an unlock latch lives, in ms (Redisson uses roughly 16–20 s).
 pub(crate) const LATCH_TTL_MS: u64 = 20_000;
 
 /// `EVALSHA <sha1> <numkeys>`, with room for `args` more arguments of about `bytes` bytes.
-pub(super) fn evalsha(script: &Script, numkeys: usize, args: usize, bytes: usize) -> Cmd {
+pub(super) fn evalsha(script: &Lua, numkeys: usize, args: usize, bytes: usize) -> Cmd {
     let mut cmd = Cmd::with_capacity(3 + args, 48 + bytes);
-    cmd.arg("EVALSHA").arg(script.get_hash()).arg(numkeys);
+    cmd.arg("EVALSHA").arg(script.sha()).arg(numkeys);
     cmd
 }
 
-/// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran) loads the script and
-/// sends the same command again, exactly as `Script::invoke_async` does.
+/// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran: a restarted or
+/// flushed server, a promoted replica) sends the same call as `EVAL`. That runs on the node the
+/// `EVALSHA` went to (the key's master) and caches the script there, where a `SCRIPT LOAD`
+/// would go to every node of a cluster and fail while one is down.
 pub(super) async fn invoke<T: FromRedisValue>(
-    script: &Script,
+    script: &Lua,
     cmd: &Cmd,
     conn: &mut Connection,
 ) -> RedisResult<T> {
     match cmd.query_async(conn).await {
-        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(conn).await?;
-            cmd.query_async(conn).await
-        }
+        Err(err) if is_no_script(&err) => script.eval_instead(cmd).query_async(conn).await,
         reply => reply,
     }
+}
+
+/// After a `NOSCRIPT` reply to `cmd` inside a pipeline: the same call alone, as `EVAL`.
+pub(super) async fn eval_alone<T: FromRedisValue>(
+    script: &Lua,
+    cmd: &Cmd,
+    conn: &mut Connection,
+) -> RedisResult<T> {
+    script.eval_instead(cmd).query_async(conn).await
 }
 
 /// Outcome of one acquire attempt.

@@ -2,23 +2,17 @@
 //! headed by its KEYS, ARGV and replies), their commands, and its [`RawLock`](super::RawLock)
 //! implementation. `docs/PROTOCOL.md` describes every script and reply.
 
-use std::sync::LazyLock;
-
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, Value};
+use redis::{Cmd, FromRedisValue, RedisResult};
 
 use super::protocol::{
-    acquire_latch_ttl, evalsha, invoke, listener_count, short_reply, AcquireArgs, Attempt,
-    Pipelined, Protocol, Release, UnlockArgs, LATCH_TTL_MS,
+    acquire_latch_ttl, eval_alone, evalsha, invoke, is_no_script, listener_count, short_reply,
+    AcquireArgs, Attempt, Lua, Pipelined, Protocol, Release, UnlockArgs, LATCH_TTL_MS,
 };
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/acquire.lua")));
-static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/unlock.lua")));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/force_unlock.lua")));
-static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/lua/renew.lua")));
+static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/acquire.lua"));
+static UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/unlock.lua"));
+static FORCE_UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/force_unlock.lua"));
+static RENEW: Lua = Lua::new(include_str!("../../scripts/lua/renew.lua"));
 
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -95,39 +89,36 @@ fn unlock_cmd(p: &Protocol, unlock: UnlockArgs<'_>) -> Cmd {
 /// the unlock, and a count of the clients listening on `channel`.
 ///
 /// Only a failure of the whole write is an `Err`. Each part has its own answer: a
-/// `NOSCRIPT` unlock (nothing ran) is loaded and sent again on its own, while the
-/// acquire's error is returned for the waiter to deal with, as after any attempt.
+/// `NOSCRIPT` unlock (nothing ran) is sent again on its own as `EVAL`, while the acquire's
+/// error is returned for the waiter to deal with, as after any attempt. The write goes to the
+/// key's node, where (in sharded mode) the channel's listeners are counted too.
 async fn unlock_and_count(
     p: &Protocol,
     unlock: UnlockArgs<'_>,
     then_acquire: Option<AcquireArgs<'_>>,
 ) -> RedisResult<Pipelined> {
     let mut pipe = redis::pipe();
-    pipe.add_command(unlock_cmd(p, unlock));
+    let unlock_call = unlock_cmd(p, unlock);
+    pipe.add_command(unlock_call.clone());
     if let Some(acquire) = then_acquire {
         pipe.add_command(acquire_cmd(acquire));
     }
     pipe.cmd("PUBSUB").arg(p.numsub).arg(unlock.channel);
 
     let mut conn = p.conn.clone();
-    let mut replies: Vec<RedisResult<Value>> = pipe.ignore_errors().query_async(&mut conn).await?;
+    let mut replies = conn.pipeline_for(&pipe, unlock.key).await?;
     let listeners = replies.pop().and_then(|r| listener_count(r.ok()?));
     let attempt = then_acquire.map(|_| {
         match replies.pop().unwrap_or_else(|| Err(short_reply())) {
             // A flushed script cache: nothing ran; the waiter's own attempt loads it.
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                Ok(Attempt::NotRun)
-            }
+            Err(err) if is_no_script(&err) => Ok(Attempt::NotRun),
             reply => Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
                 reply?,
             )?)),
         }
     });
     let release = match replies.pop().unwrap_or_else(|| Err(short_reply())) {
-        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            UNLOCK.load_async(&mut conn).await?;
-            unlock_cmd(p, unlock).query_async(&mut conn).await?
-        }
+        Err(err) if is_no_script(&err) => eval_alone(&UNLOCK, &unlock_call, &mut conn).await?,
         reply => Option::<i64>::from_redis_value(reply?)?,
     };
     Ok(Pipelined {

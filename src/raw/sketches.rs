@@ -12,12 +12,14 @@
 //!   that gave up out of the queue; here the "queue" records withdrawals.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{RedisResult, Script};
+use redis::RedisResult;
 
-use super::protocol::{invoke, AcquireArgs, Attempt, Pipelined, Protocol, Release, UnlockArgs};
+use super::protocol::{
+    invoke, AcquireArgs, Attempt, Lua, Pipelined, Protocol, Release, UnlockArgs,
+};
 use super::rlock::RLOCK;
 use super::{Kind, RawLock, Waiting};
 use crate::engine::acquire::{Granted, Target};
@@ -27,9 +29,8 @@ use crate::{Config, LockClient, Owner};
 
 /// RLock's acquire with a token: `{-1, token}` when acquired, `{pttl, -1}` when held. The
 /// latch keeps the token it was given, so a re-send after a lost reply answers the same one.
-static FENCED_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+static FENCED_ACQUIRE: Lua = Lua::new(
+    r#"
 local given = redis.call('get', KEYS[2])
 if given then return {-1, tonumber(given)} end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -41,8 +42,7 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
 end
 return {redis.call('pttl', KEYS[1]), -1}
 "#,
-    )
-});
+);
 
 #[derive(Debug)]
 struct FencedSketch;
@@ -64,7 +64,7 @@ impl RawLock for FencedSketch {
         args: AcquireArgs<'_>,
     ) -> BoxFuture<'static, RedisResult<Attempt>> {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(FENCED_ACQUIRE.get_hash())
+        cmd.arg(FENCED_ACQUIRE.sha())
             .arg(3)
             .arg(args.key)
             .arg(args.latch)

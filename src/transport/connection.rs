@@ -1,12 +1,16 @@
 //! The command connection every lock operation goes through, whatever the topology.
 //!
 //! The engine and the scripts see one [`Connection`] (a redis-rs [`ConnectionLike`], cheap to
-//! clone) and ask it how to batch many keys into one call ([`Connection::batches`]). Standalone
-//! is a `ConnectionManager` today; a cluster or sentinel connection is one more variant here,
-//! with no change to the lock kinds.
+//! clone), ask it how to batch many keys into one call ([`Connection::batches`]), and send a
+//! pipeline of one key's commands to that key's node ([`Connection::pipeline_for`]). A
+//! standalone server is a `ConnectionManager`; a cluster is redis-rs's async cluster
+//! connection, which routes each script by its first key to that slot's master and follows
+//! `MOVED` and `ASK`.
 
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::slots::{self, Grouping};
 
@@ -15,6 +19,8 @@ use super::slots::{self, Grouping};
 pub(crate) enum Connection {
     /// One server (reconnects by itself).
     Standalone(ConnectionManager),
+    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs.
+    Cluster(ClusterConnection),
 }
 
 impl Connection {
@@ -23,7 +29,12 @@ impl Connection {
     pub(crate) fn grouping(&self) -> Grouping {
         match self {
             Connection::Standalone(_) => Grouping::Any,
+            Connection::Cluster(_) => Grouping::BySlot,
         }
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
     }
 
     /// Splits `items` into batches of at most `max` that one call may carry (reordering them
@@ -36,12 +47,78 @@ impl Connection {
     ) -> Vec<&'a [T]> {
         slots::batches(items, key, max, self.grouping())
     }
+
+    /// Runs a keyless command on one master (any of them on a cluster). An error reply is an
+    /// `Err` (redis-rs hands a routed command's error reply back as a value).
+    pub(crate) async fn on_any_master(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let reply = match self {
+            Connection::Standalone(conn) => cmd.query_async(conn).await?,
+            Connection::Cluster(conn) => {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
+                conn.route_command(cmd.clone(), routing).await?
+            }
+        };
+        reply.extract_error()
+    }
+
+    /// The cluster's slot ranges and the master serving each, as `(first, last, host, port)`
+    /// (`CLUSTER SLOTS` from any node); empty on a standalone server.
+    pub(crate) async fn slot_ranges(&mut self) -> RedisResult<Vec<(u16, u16, String, u16)>> {
+        let Connection::Cluster(conn) = self else {
+            return Ok(Vec::new());
+        };
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let reply = conn.route_command(cmd, routing).await?.extract_error()?;
+        let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)?;
+        ranges
+            .into_iter()
+            .filter(|range| range.len() >= 3)
+            .map(|range| {
+                let mut range = range.into_iter();
+                let first: u16 = redis::from_redis_value(range.next().unwrap())?;
+                let last: u16 = redis::from_redis_value(range.next().unwrap())?;
+                let master: Vec<Value> = redis::from_redis_value(range.next().unwrap())?;
+                let mut master = master.into_iter();
+                let host: String = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
+                let port: u16 = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
+                Ok((first, last, host, port))
+            })
+            .collect()
+    }
+
+    /// Sends `pipe` (commands about `key` only, or keyless ones such as `PUBSUB`) in one write
+    /// to `key`'s node, with one answer per command: an error reply fails only its command.
+    pub(crate) async fn pipeline_for(
+        &mut self,
+        pipe: &Pipeline,
+        key: &str,
+    ) -> RedisResult<Vec<RedisResult<Value>>> {
+        let replies = match self {
+            Connection::Standalone(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
+            Connection::Cluster(conn) => {
+                // redis-rs would route a pipeline by its first keyed command, and refuse one
+                // whose keyless `PUBSUB` it routes elsewhere: name the node.
+                let route = Route::new(slots::slot_of(key), SlotAddr::Master);
+                conn.route_pipeline(
+                    pipe.clone(),
+                    0,
+                    pipe.len(),
+                    SingleNodeRoutingInfo::SpecificNode(route),
+                )
+                .await?
+            }
+        };
+        Ok(replies.into_iter().map(Value::extract_error).collect())
+    }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -53,12 +130,14 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Connection::Standalone(conn) => conn.get_db(),
+            Connection::Cluster(_) => 0,
         }
     }
 }

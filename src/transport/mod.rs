@@ -3,6 +3,7 @@
 //! the kinds or the engine), how many keys one call may carry ([`slots`]), and the
 //! subscription hub every waiter of a client shares ([`pubsub`]).
 
+pub(crate) mod connect;
 mod connection;
 pub(crate) mod pubsub;
 pub(crate) mod slots;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod cluster;
 pub mod java;
 pub mod proxy;
 pub mod server_info;

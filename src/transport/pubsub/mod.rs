@@ -1,4 +1,9 @@
-//! The subscription hub: one RESP3 pub/sub connection per client, shared by every waiter.
+//! The subscription hub: the pub/sub side of a client, shared by every waiter.
+//!
+//! On one server, and on a cluster in classic mode, one RESP3 connection carries every
+//! channel ([`single`]). On a cluster in sharded mode a channel is subscribed at the master of
+//! its slot, over one connection per master shared by all of this client's waiters there
+//! ([`sharded`]), and follows its slot when it moves.
 //!
 //! Waiters of the same lock share one subscription to its channel, counted by reference. When
 //! the last waiter leaves, the subscription lingers for about a second before the hub drops
@@ -6,9 +11,9 @@
 //! pair per hand-off. A `0` message wakes one local waiter (only one can win the lock), a `1`
 //! wakes them all; a message with no waiter left is dropped.
 //!
-//! The hub's own task owns the connection: when it drops, the task reconnects with backoff on
-//! its own (no user traffic needed), subscribes every channel again, bumps the hub's epoch and
-//! wakes every waiter, so none waits out a message that was published while it was away.
+//! The hub's tasks own the connections: when one drops, its channels are subscribed again
+//! (reconnecting with backoff, or where their slot lives now), the hub's epoch is bumped and
+//! their waiters are woken, so none waits out a message that was published while it was away.
 //! Waiters also keep a timer on the holder's TTL, so even a lost message costs at most one
 //! lease, never a hang.
 
@@ -18,21 +23,41 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::PublishMode;
+use crate::config::{Config, PublishMode};
+use crate::transport::Connection;
 
-/// How often the hub pings its connection to notice a silent drop.
+mod sharded;
+mod single;
+
+/// How often the hub pings its connections to notice a silent drop.
 const PING_INTERVAL: Duration = Duration::from_secs(5);
 /// Reconnect backoff bounds.
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a subscription nobody uses is kept (between one and two of these).
 const LINGER: Duration = Duration::from_secs(1);
+
+/// `base` (its login, TLS and protocol) for the node at `host:port`.
+fn node_info(base: &redis::ConnectionInfo, host: &str, port: u16) -> redis::ConnectionInfo {
+    let addr = match base.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+    };
+    base.clone().set_addr(addr)
+}
 
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
@@ -67,6 +92,7 @@ impl ChannelState {
     }
 }
 
+/// What waiters ask of the hub's task.
 enum Command {
     Subscribe(String),
 }
@@ -107,16 +133,18 @@ impl Drop for Subscription {
 }
 
 impl Hub {
-    /// Creates the hub, makes its first connection (so a server that cannot serve pub/sub is
-    /// reported now, not discovered by a waiter later), and starts its task, which runs until
-    /// `shutdown` is cancelled.
+    /// Creates the hub for the deployment `conn` reaches, with the resolved publish `mode`,
+    /// makes its first connection (so a server that cannot serve pub/sub is reported now, not
+    /// discovered by a waiter later), and starts its task, which runs until `shutdown` is
+    /// cancelled.
     pub(crate) async fn start(
-        connection: redis::ConnectionInfo,
+        config: &Config,
+        conn: Connection,
         mode: PublishMode,
-        connect_timeout: Duration,
-        response_timeout: Duration,
         shutdown: CancellationToken,
-    ) -> redis::RedisResult<Arc<Hub>> {
+    ) -> crate::Result<Arc<Hub>> {
+        let (connect_timeout, response_timeout) =
+            (config.connect_timeout(), config.response_timeout());
         let (commands, rx) = mpsc::unbounded_channel();
         let hub = Arc::new(Hub {
             channels: Mutex::new(HashMap::new()),
@@ -125,20 +153,42 @@ impl Hub {
             commands,
             response_timeout,
         });
+        let connection = config.connection_info()?;
         let redis = connection
             .redis_settings()
             .clone()
             .set_protocol(redis::ProtocolVersion::RESP3);
-        let info = connection.set_redis_settings(redis);
-        let task = HubTask {
+        let base = connection.set_redis_settings(redis);
+        let sharded = mode == PublishMode::SPublish;
+        if conn.is_cluster() && sharded {
+            let router = sharded::Router::new(hub.clone(), conn, base, rx, connect_timeout);
+            router
+                .start(shutdown)
+                .await
+                .map_err(crate::transport::connect::pubsub_error)?;
+            return Ok(hub);
+        }
+        let endpoint = if conn.is_cluster() {
+            single::Endpoint::AnyMaster {
+                base,
+                conn,
+                turn: 0,
+            }
+        } else {
+            single::Endpoint::Fixed(base)
+        };
+        let mut task = single::HubTask {
             hub: hub.clone(),
-            info,
-            sharded: mode.resolved() == PublishMode::SPublish,
+            endpoint,
+            sharded,
             connect_timeout,
             response_timeout,
             commands: rx,
         };
-        let first = task.connect().await?;
+        let first = task
+            .connect()
+            .await
+            .map_err(crate::transport::connect::pubsub_error)?;
         tokio::spawn(task.run(first, shutdown));
         Ok(hub)
     }
@@ -252,175 +302,33 @@ impl Hub {
     }
 
     fn mark_ready(&self, channel: &str) {
+        self.set_ready(channel, true);
+    }
+
+    fn set_ready(&self, channel: &str, ready: bool) {
         if let Some(state) = self.channels.lock().get(channel) {
-            state.ready.send_replace(true);
-        }
-    }
-}
-
-/// A live pub/sub connection and the pushes it delivers.
-type Connected = (MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>);
-
-struct HubTask {
-    hub: Arc<Hub>,
-    info: redis::ConnectionInfo,
-    sharded: bool,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    commands: mpsc::UnboundedReceiver<Command>,
-}
-
-impl HubTask {
-    async fn run(mut self, first: Connected, shutdown: CancellationToken) {
-        let mut backoff = MIN_BACKOFF;
-        let mut first = Some(first);
-        loop {
-            let session = async {
-                let connected = match first.take() {
-                    Some(connected) => Ok(connected),
-                    None => self.connect().await,
-                };
-                match connected {
-                    Ok((conn, pushes)) => {
-                        backoff = MIN_BACKOFF;
-                        self.serve(conn, pushes).await
-                    }
-                    Err(err) => tracing::debug!(error = %err, "pub/sub connect failed"),
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = session => {}
-            }
-            self.hub.connected.store(false, Ordering::Release);
-            self.hub.set_all_ready(false);
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-        self.hub.connected.store(false, Ordering::Release);
-        // Let waiters notice the shutdown instead of waiting out their timers.
-        self.hub.wake_all();
-    }
-
-    async fn connect(&self) -> redis::RedisResult<Connected> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_push_sender(tx);
-        let client = redis::Client::open(self.info.clone())?;
-        let mut conn = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        // Everything the waiters want now, in one command.
-        let channels = self.hub.channel_names();
-        if !channels.is_empty() {
-            self.subscribe(&mut conn, &channels).await?;
-        }
-        self.hub.connected.store(true, Ordering::Release);
-        self.hub.set_all_ready(true);
-        self.hub.wake_all();
-        Ok((conn, rx))
-    }
-
-    async fn subscribe(
-        &self,
-        conn: &mut MultiplexedConnection,
-        channels: &[String],
-    ) -> redis::RedisResult<()> {
-        if self.sharded {
-            // Sharded subscriptions need no special client support in RESP3: the confirmation
-            // arrives as a push, and the command's reply resolves once it does.
-            redis::cmd("SSUBSCRIBE")
-                .arg(channels)
-                .exec_async(conn)
-                .await
-        } else {
-            conn.subscribe(channels).await
+            state.ready.send_replace(ready);
         }
     }
 
-    async fn unsubscribe(
-        &self,
-        conn: &mut MultiplexedConnection,
-        channels: &[String],
-    ) -> redis::RedisResult<()> {
-        if self.sharded {
-            redis::cmd("SUNSUBSCRIBE")
-                .arg(channels)
-                .exec_async(conn)
-                .await
-        } else {
-            conn.unsubscribe(channels).await
-        }
+    fn is_ready(&self, channel: &str) -> bool {
+        self.channels
+            .lock()
+            .get(channel)
+            .is_some_and(|state| *state.ready.borrow())
     }
 
-    /// Serves one connection until it fails.
-    async fn serve(
-        &mut self,
-        mut conn: MultiplexedConnection,
-        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-    ) {
-        let mut ping = tokio::time::interval(PING_INTERVAL);
-        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ping.tick().await;
-        let mut sweep = tokio::time::interval(LINGER);
-        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        sweep.tick().await;
-        loop {
-            tokio::select! {
-                biased;
-                push = pushes.recv() => {
-                    let Some(push) = push else { return };
-                    match push.kind {
-                        PushKind::Disconnection => return,
-                        PushKind::Message | PushKind::SMessage => {
-                            if let [Value::BulkString(channel), Value::BulkString(payload), ..] =
-                                push.data.as_slice()
-                            {
-                                self.hub.dispatch(channel, payload);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                command = self.commands.recv() => {
-                    let Some(command) = command else { return };
-                    let result = match command {
-                        Command::Subscribe(channel) if self.hub.is_wanted(&channel) => {
-                            let result = self.subscribe(&mut conn, std::slice::from_ref(&channel)).await;
-                            if result.is_ok() {
-                                self.hub.mark_ready(&channel);
-                            }
-                            result
-                        }
-                        _ => Ok(()),
-                    };
-                    if let Err(err) = result {
-                        tracing::debug!(error = %err, "pub/sub command failed; reconnecting");
-                        return;
-                    }
-                }
-                _ = sweep.tick() => {
-                    let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
-                    let idle = self.hub.take_idle(cutoff);
-                    if !idle.is_empty() {
-                        if let Err(err) = self.unsubscribe(&mut conn, &idle).await {
-                            tracing::debug!(error = %err, "pub/sub unsubscribe failed; reconnecting");
-                            return;
-                        }
-                    }
-                }
-                _ = ping.tick() => {
-                    let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut conn).await;
-                    if let Err(err) = pong {
-                        tracing::debug!(error = %err, "pub/sub ping failed; reconnecting");
-                        return;
-                    }
-                }
+    /// After `channels` were subscribed again somewhere: bump the epoch, then wake their
+    /// waiters (a message may have been published while they were nowhere).
+    fn rewake(&self, channels: &[String]) {
+        if channels.is_empty() {
+            return;
+        }
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let states = self.channels.lock();
+        for channel in channels {
+            if let Some(state) = states.get(channel) {
+                state.notify.notify_waiters();
             }
         }
     }

@@ -1,0 +1,144 @@
+//! Opening the command connection for the configured topology, and what is checked before
+//! any lock is touched: which publish mode the deployment gets, and that the server has the
+//! commands that mode needs.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::Connection;
+use crate::config::{Config, PublishMode};
+use crate::error::{Error, Result};
+
+/// Opens a command connection: to the server, or to the cluster through its seeds.
+pub(crate) async fn open(config: &Config) -> Result<Connection> {
+    let Some(seeds) = config.cluster_seeds() else {
+        let info = config.connection_info()?;
+        let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
+        return Ok(Connection::Standalone(
+            connect_manager(client, config).await?,
+        ));
+    };
+    let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+    #[allow(unused_mut)]
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.to_vec())
+        .connection_timeout(config.connect_timeout())
+        .response_timeout(config.response_timeout())
+        .tcp_settings(tcp)
+        // redis-rs re-sends a command after an I/O error, a MOVED or a failover. Every lock
+        // command is idempotent by its latch, so that is safe; a few re-sends are enough, and
+        // keep a failure's report within a few response timeouts.
+        .retries(2)
+        .min_retry_wait(50)
+        .max_retry_wait(500);
+    #[cfg(feature = "tls")]
+    if let Some(pem) = config.tls_root_cert() {
+        builder = builder.certs(redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.to_vec()),
+        });
+    }
+    let client = builder
+        .build()
+        .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
+    let conn = client.get_async_connection().await.map_err(connect_error)?;
+    Ok(Connection::Cluster(conn))
+}
+
+/// The publish mode this deployment gets (see [`PublishMode::Auto`]), refusing a forced
+/// sharded mode on servers without sharded pub/sub.
+pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Result<PublishMode> {
+    let sharded_ok = match (config.publish_mode(), conn.is_cluster()) {
+        // As Redisson 4.x decides: sharded when `PUBSUB SHARDNUMSUB` is known.
+        (PublishMode::Auto, true) => {
+            let mut probe = redis::cmd("PUBSUB");
+            probe.arg("SHARDNUMSUB");
+            conn.on_any_master(&probe).await.is_ok()
+        }
+        _ => false,
+    };
+    let mode = config
+        .publish_mode()
+        .resolved(conn.is_cluster(), sharded_ok);
+    if mode == PublishMode::SPublish {
+        require_commands(conn, SHARDED_COMMANDS, SHARDED_NEEDED_BY).await?;
+    }
+    Ok(mode)
+}
+
+pub(crate) async fn connect_manager(
+    client: redis::Client,
+    config: &Config,
+) -> Result<ConnectionManager> {
+    let manager = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout()))
+        .set_response_timeout(Some(config.response_timeout()))
+        .set_number_of_retries(3)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_with_config(client, manager)
+        .await
+        .map_err(connect_error)
+}
+
+/// What the sharded publish mode sends: unlock scripts publish with the first, waiters
+/// subscribe and leave with the others.
+const SHARDED_COMMANDS: &[&str] = &["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"];
+const SHARDED_NEEDED_BY: &str =
+    "PublishMode::SPublish (sharded pub/sub: Redis or Valkey 7.0 or newer; use PublishMode::Publish)";
+
+/// Refuses a server that lacks one of `commands` with [`Error::Unsupported`], at connect rather
+/// than on the first unlock. `COMMAND INFO` answers nil for a command the server does not know.
+/// If the ACL refuses `COMMAND` itself, the check is skipped: scripts publish before they write,
+/// so a missing command still fails an unlock with nothing changed.
+async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &str) -> Result<()> {
+    let mut command_info = redis::cmd("COMMAND");
+    command_info.arg("INFO").arg(commands);
+    let info = conn
+        .on_any_master(&command_info)
+        .await
+        .and_then(|reply| Ok(redis::from_redis_value::<Vec<redis::Value>>(reply)?));
+    let info = match info {
+        Ok(info) => info,
+        Err(err) if err.code() == Some("NOPERM") => {
+            tracing::debug!(error = %err, "COMMAND INFO refused; commands not checked at connect");
+            return Ok(());
+        }
+        Err(err) => return Err(connect_error(err)),
+    };
+    match commands
+        .iter()
+        .zip(info.iter().chain(std::iter::repeat(&redis::Value::Nil)))
+        .find(|(_, info)| matches!(info, redis::Value::Nil))
+    {
+        Some((command, _)) => Err(Error::Unsupported {
+            command: command.to_string(),
+            needed_by: needed_by.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn pubsub_error(err: redis::RedisError) -> Error {
+    if err.kind() == redis::ErrorKind::RESP3NotSupported
+        || err.to_string().contains("unknown command 'HELLO'")
+    {
+        return Error::Config(
+            "the server does not speak RESP3 (HELLO 3 refused): waiting on locks needs Redis 6 or newer".into(),
+        );
+    }
+    connect_error(err)
+}
+
+pub(crate) fn connect_error(err: redis::RedisError) -> Error {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || err.code() == Some("WRONGPASS")
+        || err.code() == Some("NOAUTH")
+    {
+        return Error::Authentication(err);
+    }
+    if err.code() == Some("NOPERM") {
+        return Error::Redis(err);
+    }
+    Error::Connection(err)
+}

@@ -1,0 +1,465 @@
+//! Sharded pub/sub on a cluster: each channel is subscribed (`SSUBSCRIBE`) at the master of
+//! its slot, over one connection per master ([`Link`]) shared by all of this client's waiters
+//! there, opened when a first channel needs it.
+//!
+//! The [`Router`] owns the slot map and decides where each channel lives. When a channel may
+//! have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted master or
+//! a node that gave its slot away does; an `SSUBSCRIBE` was answered `MOVED`; a link dropped;
+//! or the periodic check found the map changed) it reads the slot map again, subscribes each
+//! affected channel where its slot lives now, and then wakes that channel's waiters and bumps
+//! the hub's epoch: a message may have been published while the channel was nowhere, so each
+//! waiter makes one attempt. (redis-rs's own subscription tracker drops a sharded channel on a
+//! failover and never subscribes it again: this module replaces it.)
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, PushKind, Value};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+use crate::transport::slots::slot_of;
+use crate::transport::Connection;
+
+/// How often the slot map is read again even when nothing said it changed (Redisson's
+/// `scanInterval` default).
+const SCAN_INTERVAL: Duration = Duration::from_secs(5);
+/// A node that pushed `SUNSUBSCRIBE` for a channel no longer serves its slot, whatever a slot
+/// map read right after says (the other nodes may not have heard yet): the map is read again,
+/// this often, for up to [`DISBELIEVE`], before the channel is subscribed there again.
+const REREAD: Duration = Duration::from_millis(100);
+const DISBELIEVE: Duration = Duration::from_secs(3);
+
+/// A master, as `host:port`.
+type Node = (String, u16);
+
+/// Which link an event comes from: its node, and its number (a link that dropped is replaced
+/// by a new one to the same node; the old one's last words must not touch the new one).
+type From = (Node, u64);
+
+/// What links tell the router.
+enum Event {
+    /// The node confirmed these channels.
+    Subscribed(From, Vec<String>),
+    /// The channel is no longer served here (pushed `SUNSUBSCRIBE`, `MOVED`).
+    Moved(From, String),
+    /// The connection could not be made, or dropped.
+    Lost(From),
+}
+
+/// A link as the router keeps it.
+struct LinkHandle {
+    id: u64,
+    orders: mpsc::UnboundedSender<Order>,
+}
+
+/// What the router asks of a link.
+enum Order {
+    Subscribe(Vec<String>),
+    Unsubscribe(Vec<String>),
+}
+
+/// Decides which master each channel is subscribed at, and keeps it so.
+pub(super) struct Router {
+    hub: Arc<Hub>,
+    /// The command connection, to read the slot map.
+    conn: Connection,
+    /// Login, TLS and RESP3 for node connections.
+    base: redis::ConnectionInfo,
+    commands: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::UnboundedSender<Event>,
+    inbox: mpsc::UnboundedReceiver<Event>,
+    /// Slot ranges and their masters, sorted by first slot.
+    slots: Vec<(u16, u16, Node)>,
+    links: HashMap<Node, LinkHandle>,
+    next_link: u64,
+    connect_timeout: Duration,
+    /// Where each wanted channel is subscribed, or being subscribed.
+    placed: HashMap<String, Node>,
+    /// Channels a node said it no longer serves, and since when.
+    moved: HashMap<String, (Node, Instant)>,
+    shutdown: CancellationToken,
+}
+
+impl Router {
+    pub(super) fn new(
+        hub: Arc<Hub>,
+        conn: Connection,
+        base: redis::ConnectionInfo,
+        commands: mpsc::UnboundedReceiver<Command>,
+        connect_timeout: Duration,
+    ) -> Router {
+        let (events, inbox) = mpsc::unbounded_channel();
+        Router {
+            hub,
+            conn,
+            base,
+            commands,
+            events,
+            inbox,
+            slots: Vec::new(),
+            links: HashMap::new(),
+            next_link: 0,
+            connect_timeout,
+            placed: HashMap::new(),
+            moved: HashMap::new(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Reads the slot map (so an unreachable cluster is reported at connect) and starts the
+    /// router's task, which runs until `shutdown` is cancelled.
+    pub(super) async fn start(mut self, shutdown: CancellationToken) -> redis::RedisResult<()> {
+        self.read_slots().await?;
+        self.hub.connected.store(true, Ordering::Release);
+        self.shutdown = shutdown;
+        tokio::spawn(self.run());
+        Ok(())
+    }
+
+    async fn run(mut self) {
+        let mut sweep = tokio::time::interval(LINGER);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut scan = tokio::time::interval(SCAN_INTERVAL);
+        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        scan.tick().await;
+        // When the slot map should be read again, and how long to wait after a failed read.
+        let mut refresh_at: Option<Instant> = None;
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            let refresh = async {
+                match refresh_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = self.shutdown.cancelled() => break,
+                command = self.commands.recv() => {
+                    let Some(Command::Subscribe(channel)) = command else { break };
+                    if self.hub.is_wanted(&channel) && !self.placed.contains_key(&channel) {
+                        self.place(vec![channel]);
+                    }
+                }
+                Some(event) = self.inbox.recv() => match event {
+                    Event::Subscribed((node, _), channels) => {
+                        let here: Vec<String> = channels
+                            .into_iter()
+                            .filter(|c| self.placed.get(c) == Some(&node))
+                            .collect();
+                        for channel in &here {
+                            self.hub.mark_ready(channel);
+                        }
+                        // Published while the channel was nowhere? Each waiter looks once.
+                        self.hub.rewake(&here);
+                    }
+                    Event::Moved((node, _), channel) => {
+                        if self.placed.get(&channel) == Some(&node) {
+                            self.hub.set_ready(&channel, false);
+                        }
+                        self.moved.insert(channel, (node, Instant::now()));
+                        refresh_at.get_or_insert_with(Instant::now);
+                    }
+                    Event::Lost((node, id)) => {
+                        if self.links.get(&node).is_none_or(|l| l.id != id) {
+                            continue; // a link already replaced
+                        }
+                        self.links.remove(&node);
+                        for (channel, _) in self.placed.iter().filter(|(_, n)| **n == node) {
+                            self.hub.set_ready(channel, false);
+                        }
+                        refresh_at.get_or_insert_with(|| Instant::now() + backoff);
+                    }
+                },
+                _ = refresh => {
+                    refresh_at = None;
+                    match self.read_slots().await {
+                        Ok(()) => {
+                            backoff = MIN_BACKOFF;
+                            if self.replace_all() {
+                                refresh_at = Some(Instant::now() + REREAD);
+                            }
+                        }
+                        Err(err) => {
+                            tracing::debug!(error = %err, "reading the cluster slot map failed; retrying");
+                            refresh_at = Some(Instant::now() + backoff);
+                            backoff = (backoff * 2).min(MAX_BACKOFF);
+                        }
+                    }
+                }
+                _ = scan.tick() => {
+                    refresh_at.get_or_insert_with(Instant::now);
+                }
+                _ = sweep.tick() => {
+                    let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
+                    let mut leaving: HashMap<Node, Vec<String>> = HashMap::new();
+                    for channel in self.hub.take_idle(cutoff) {
+                        if let Some(node) = self.placed.remove(&channel) {
+                            leaving.entry(node).or_default().push(channel);
+                        }
+                    }
+                    for (node, channels) in leaving {
+                        if let Some(link) = self.links.get(&node) {
+                            let _ = link.orders.send(Order::Unsubscribe(channels));
+                        }
+                    }
+                }
+            }
+        }
+        self.hub.connected.store(false, Ordering::Release);
+        self.hub.wake_all();
+    }
+
+    async fn read_slots(&mut self) -> redis::RedisResult<()> {
+        let mut slots: Vec<(u16, u16, Node)> = self
+            .conn
+            .slot_ranges()
+            .await?
+            .into_iter()
+            .map(|(first, last, host, port)| (first, last, (host, port)))
+            .collect();
+        slots.sort_by_key(|(first, ..)| *first);
+        self.slots = slots;
+        Ok(())
+    }
+
+    /// The master serving `channel`'s slot, per the slot map.
+    fn node_of(&self, channel: &str) -> Option<Node> {
+        let slot = slot_of(channel);
+        let i = self.slots.partition_point(|(first, ..)| *first <= slot);
+        let (first, last, node) = self.slots.get(i.checked_sub(1)?)?;
+        (*first..=*last).contains(&slot).then(|| node.clone())
+    }
+
+    /// Subscribes `channels` at their masters, opening links as needed.
+    fn place(&mut self, channels: Vec<String>) {
+        let mut by_node: HashMap<Node, Vec<String>> = HashMap::new();
+        for channel in channels {
+            match self.node_of(&channel) {
+                Some(node) => {
+                    self.placed.insert(channel.clone(), node.clone());
+                    by_node.entry(node).or_default().push(channel);
+                }
+                // A slot nobody serves (mid-failover): looked at again on the next refresh.
+                None => {
+                    self.placed.remove(&channel);
+                }
+            }
+        }
+        for (node, channels) in by_node {
+            let link = self.link(&node);
+            let _ = link.send(Order::Subscribe(channels));
+        }
+    }
+
+    /// After a new slot map: every wanted channel whose master changed, or that is not
+    /// confirmed where it is, is subscribed (again) where its slot lives now. Returns whether
+    /// the map looked stale (it still names a node that gave a channel up), so should be read
+    /// again soon.
+    fn replace_all(&mut self) -> bool {
+        let wanted = self.hub.channel_names();
+        let mut moving = Vec::new();
+        let mut stale = false;
+        for channel in wanted {
+            let now = self.node_of(&channel);
+            if let Some((gone_from, since)) = self.moved.get(&channel) {
+                if now.as_ref() == Some(gone_from) && since.elapsed() < DISBELIEVE {
+                    stale = true;
+                    continue;
+                }
+                self.moved.remove(&channel);
+            }
+            let was = self.placed.get(&channel).cloned();
+            let linked = now.as_ref().is_some_and(|n| self.links.contains_key(n));
+            if was != now || !linked || !self.hub.is_ready(&channel) {
+                if let (Some(was), true) = (&was, was != now) {
+                    if let Some(link) = self.links.get(was) {
+                        let _ = link.orders.send(Order::Unsubscribe(vec![channel.clone()]));
+                    }
+                }
+                self.hub.set_ready(&channel, false);
+                moving.push(channel);
+            }
+        }
+        // Links to nodes that no longer serve a slot (demoted, gone) are closed.
+        let masters: HashSet<Node> = self.slots.iter().map(|(.., n)| n.clone()).collect();
+        // (Dropping a handle ends its link, whose loss report then finds it replaced.)
+        self.links.retain(|node, _| masters.contains(node));
+        if !moving.is_empty() {
+            tracing::debug!(
+                channels = moving.len(),
+                "re-subscribing sharded channels after a topology change"
+            );
+            self.place(moving);
+        }
+        self.moved
+            .retain(|channel, _| self.placed.contains_key(channel) || self.hub.is_wanted(channel));
+        stale
+    }
+
+    fn link(&mut self, node: &Node) -> mpsc::UnboundedSender<Order> {
+        if let Some(link) = self.links.get(node) {
+            if !link.orders.is_closed() {
+                return link.orders.clone();
+            }
+        }
+        let (orders, inbox) = mpsc::unbounded_channel();
+        self.next_link += 1;
+        let id = self.next_link;
+        let link = Link {
+            from: (node.clone(), id),
+            connect_timeout: self.connect_timeout,
+            info: node_info(&self.base, &node.0, node.1),
+            hub: self.hub.clone(),
+            orders: inbox,
+            events: self.events.clone(),
+            subscribed: HashSet::new(),
+            leaving: HashSet::new(),
+        };
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = link.run() => {}
+            }
+        });
+        self.links.insert(
+            node.clone(),
+            LinkHandle {
+                id,
+                orders: orders.clone(),
+            },
+        );
+        orders
+    }
+}
+
+/// One connection to one master, carrying the channels of its slots.
+struct Link {
+    from: From,
+    connect_timeout: Duration,
+    info: redis::ConnectionInfo,
+    hub: Arc<Hub>,
+    orders: mpsc::UnboundedReceiver<Order>,
+    events: mpsc::UnboundedSender<Event>,
+    /// Confirmed here.
+    subscribed: HashSet<String>,
+    /// Asked to leave (their `SUNSUBSCRIBE` confirmations are expected).
+    leaving: HashSet<String>,
+}
+
+impl Link {
+    /// Serves until the connection fails or the router lets the link go; reports the loss.
+    async fn run(mut self) {
+        if let Err(err) = self.serve().await {
+            tracing::debug!(node = ?self.from.0, error = %err, "sharded pub/sub link lost");
+        }
+        let _ = self.events.send(Event::Lost(self.from.clone()));
+    }
+
+    async fn serve(&mut self) -> redis::RedisResult<()> {
+        let (tx, mut pushes) = mpsc::unbounded_channel();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.hub.response_timeout))
+            .set_push_sender(tx);
+        let client = redis::Client::open(self.info.clone())?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let mut ping = tokio::time::interval(PING_INTERVAL);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                push = pushes.recv() => {
+                    let Some(push) = push else { return Ok(()) };
+                    match push.kind {
+                        PushKind::Disconnection => return Ok(()),
+                        PushKind::SMessage | PushKind::Message => {
+                            if let [Value::BulkString(channel), Value::BulkString(payload), ..] =
+                                push.data.as_slice()
+                            {
+                                self.hub.dispatch(channel, payload);
+                            }
+                        }
+                        PushKind::SUnsubscribe => {
+                            if let Some(Value::BulkString(channel)) = push.data.first() {
+                                let channel = String::from_utf8_lossy(channel).into_owned();
+                                self.unsubscribed(channel);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                order = self.orders.recv() => {
+                    let Some(order) = order else { return Ok(()) };
+                    match order {
+                        Order::Subscribe(channels) => self.subscribe(&mut conn, channels).await?,
+                        Order::Unsubscribe(channels) => {
+                            for channel in channels {
+                                if self.subscribed.remove(&channel) {
+                                    self.leaving.insert(channel.clone());
+                                    redis::cmd("SUNSUBSCRIBE").arg(&channel).exec_async(&mut conn).await?;
+                                }
+                            }
+                        }
+                    }
+                }
+                _ = ping.tick() => {
+                    redis::cmd("PING").query_async::<Value>(&mut conn).await?;
+                }
+            }
+        }
+    }
+
+    /// `SSUBSCRIBE`s each channel (one slot per command, as a cluster requires).
+    async fn subscribe(
+        &mut self,
+        conn: &mut MultiplexedConnection,
+        channels: Vec<String>,
+    ) -> redis::RedisResult<()> {
+        let mut confirmed = Vec::with_capacity(channels.len());
+        for channel in channels {
+            self.leaving.remove(&channel);
+            match redis::cmd("SSUBSCRIBE")
+                .arg(&channel)
+                .exec_async(conn)
+                .await
+            {
+                Ok(()) => {
+                    self.subscribed.insert(channel.clone());
+                    confirmed.push(channel);
+                }
+                // Not this node's slot (any more): the router looks again.
+                Err(err)
+                    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) =>
+                {
+                    let _ = self.events.send(Event::Moved(self.from.clone(), channel));
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        let _ = self
+            .events
+            .send(Event::Subscribed(self.from.clone(), confirmed));
+        Ok(())
+    }
+
+    /// A `SUNSUBSCRIBE` push: ours (a channel let go), or the server's (the slot moved, or the
+    /// node was demoted), which the router must hear of.
+    fn unsubscribed(&mut self, channel: String) {
+        if self.leaving.remove(&channel) {
+            return;
+        }
+        if self.subscribed.remove(&channel) {
+            let _ = self.events.send(Event::Moved(self.from.clone(), channel));
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! One pub/sub connection for all of a client's channels: to the server, or on a cluster in
+//! classic mode to any master (a `PUBLISH` reaches every node of a cluster). It reconnects with
+//! backoff on its own, subscribes every wanted channel again, bumps the hub's epoch and wakes
+//! every waiter, so none waits out a message that was published while it was away.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+use crate::transport::Connection;
+
+/// Where the connection goes.
+pub(super) enum Endpoint {
+    /// The one server.
+    Fixed(redis::ConnectionInfo),
+    /// Any master of the cluster `conn` reaches (another one after each failed connect), with
+    /// the login and TLS of `base`.
+    AnyMaster {
+        base: redis::ConnectionInfo,
+        conn: Connection,
+        turn: usize,
+    },
+}
+
+impl Endpoint {
+    async fn resolve(&mut self) -> redis::RedisResult<redis::ConnectionInfo> {
+        match self {
+            Endpoint::Fixed(info) => Ok(info.clone()),
+            Endpoint::AnyMaster { base, conn, turn } => {
+                let mut masters: Vec<(String, u16)> = conn
+                    .slot_ranges()
+                    .await?
+                    .into_iter()
+                    .map(|(_, _, host, port)| (host, port))
+                    .collect();
+                masters.sort();
+                masters.dedup();
+                if masters.is_empty() {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
+                        "the cluster serves no slots",
+                    )));
+                }
+                *turn += 1;
+                let (host, port) = &masters[*turn % masters.len()];
+                Ok(node_info(base, host, *port))
+            }
+        }
+    }
+}
+
+/// A live pub/sub connection and the pushes it delivers.
+pub(super) type Connected = (MultiplexedConnection, mpsc::UnboundedReceiver<PushInfo>);
+
+pub(super) struct HubTask {
+    pub(super) hub: Arc<Hub>,
+    pub(super) endpoint: Endpoint,
+    pub(super) sharded: bool,
+    pub(super) connect_timeout: Duration,
+    pub(super) response_timeout: Duration,
+    pub(super) commands: mpsc::UnboundedReceiver<Command>,
+}
+
+impl HubTask {
+    pub(super) async fn run(mut self, first: Connected, shutdown: CancellationToken) {
+        let mut backoff = MIN_BACKOFF;
+        let mut first = Some(first);
+        loop {
+            let session = async {
+                let connected = match first.take() {
+                    Some(connected) => Ok(connected),
+                    None => self.connect().await,
+                };
+                match connected {
+                    Ok((conn, pushes)) => {
+                        backoff = MIN_BACKOFF;
+                        self.serve(conn, pushes).await
+                    }
+                    Err(err) => tracing::debug!(error = %err, "pub/sub connect failed"),
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = session => {}
+            }
+            self.hub.connected.store(false, Ordering::Release);
+            self.hub.set_all_ready(false);
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        self.hub.connected.store(false, Ordering::Release);
+        // Let waiters notice the shutdown instead of waiting out their timers.
+        self.hub.wake_all();
+    }
+
+    pub(super) async fn connect(&mut self) -> redis::RedisResult<Connected> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout))
+            .set_push_sender(tx);
+        let client = redis::Client::open(self.endpoint.resolve().await?)?;
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        // Everything the waiters want now, in one command.
+        let channels = self.hub.channel_names();
+        if !channels.is_empty() {
+            self.subscribe(&mut conn, &channels).await?;
+        }
+        self.hub.connected.store(true, Ordering::Release);
+        self.hub.set_all_ready(true);
+        self.hub.wake_all();
+        Ok((conn, rx))
+    }
+
+    async fn subscribe(
+        &self,
+        conn: &mut MultiplexedConnection,
+        channels: &[String],
+    ) -> redis::RedisResult<()> {
+        if self.sharded {
+            // Sharded subscriptions need no special client support in RESP3: the confirmation
+            // arrives as a push, and the command's reply resolves once it does.
+            redis::cmd("SSUBSCRIBE")
+                .arg(channels)
+                .exec_async(conn)
+                .await
+        } else {
+            conn.subscribe(channels).await
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        conn: &mut MultiplexedConnection,
+        channels: &[String],
+    ) -> redis::RedisResult<()> {
+        if self.sharded {
+            redis::cmd("SUNSUBSCRIBE")
+                .arg(channels)
+                .exec_async(conn)
+                .await
+        } else {
+            conn.unsubscribe(channels).await
+        }
+    }
+
+    /// Serves one connection until it fails.
+    async fn serve(
+        &mut self,
+        mut conn: MultiplexedConnection,
+        mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+    ) {
+        let mut ping = tokio::time::interval(PING_INTERVAL);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping.tick().await;
+        let mut sweep = tokio::time::interval(LINGER);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        sweep.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                push = pushes.recv() => {
+                    let Some(push) = push else { return };
+                    match push.kind {
+                        PushKind::Disconnection => return,
+                        PushKind::Message | PushKind::SMessage => {
+                            if let [Value::BulkString(channel), Value::BulkString(payload), ..] =
+                                push.data.as_slice()
+                            {
+                                self.hub.dispatch(channel, payload);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                command = self.commands.recv() => {
+                    let Some(command) = command else { return };
+                    let result = match command {
+                        Command::Subscribe(channel) if self.hub.is_wanted(&channel) => {
+                            let result = self.subscribe(&mut conn, std::slice::from_ref(&channel)).await;
+                            if result.is_ok() {
+                                self.hub.mark_ready(&channel);
+                            }
+                            result
+                        }
+                        _ => Ok(()),
+                    };
+                    if let Err(err) = result {
+                        tracing::debug!(error = %err, "pub/sub command failed; reconnecting");
+                        return;
+                    }
+                }
+                _ = sweep.tick() => {
+                    let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
+                    let idle = self.hub.take_idle(cutoff);
+                    if !idle.is_empty() {
+                        if let Err(err) = self.unsubscribe(&mut conn, &idle).await {
+                            tracing::debug!(error = %err, "pub/sub unsubscribe failed; reconnecting");
+                            return;
+                        }
+                    }
+                }
+                _ = ping.tick() => {
+                    let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut conn).await;
+                    if let Err(err) = pong {
+                        tracing::debug!(error = %err, "pub/sub ping failed; reconnecting");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

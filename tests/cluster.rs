@@ -1,0 +1,245 @@
+//! Locks on a real Redis Cluster: 6 nodes (3 masters, 3 replicas) shared by every test of this
+//! binary (`support::cluster`), distinct keys per test. Tests that change the topology take
+//! `RedisCluster::exclusive()` and leave the cluster healthy.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redisson_lock::{names, Config, Error, LockClient, PublishMode};
+use support::cluster::{self, key_on_master, RedisCluster};
+use support::{server_info, skip};
+
+async fn client_with(adjust: impl FnOnce(Config) -> Config) -> LockClient {
+    let config = cluster::get().config();
+    LockClient::with_config(adjust(config))
+        .await
+        .expect("connect to the cluster")
+}
+
+async fn client() -> LockClient {
+    client_with(|c| c).await
+}
+
+/// `PUBSUB SHARDNUMSUB` of `channel` at `key`'s master (sharded), or `NUMSUB` summed over the
+/// nodes (classic).
+fn listeners(key: &str, channel: &str, sharded: bool) -> i64 {
+    let cluster = cluster::get();
+    let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    // Classic subscribers may sit on any node (a PUBLISH reaches them all), replicas too.
+    let nodes: Vec<&cluster::Node> = if sharded {
+        vec![cluster.master_of(key)]
+    } else {
+        cluster.nodes.iter().filter(|n| n.is_running()).collect()
+    };
+    nodes
+        .iter()
+        .map(|node| {
+            let (_, n): (String, i64) = node.cmd(&["PUBSUB", sub, channel]).unwrap();
+            n
+        })
+        .sum()
+}
+
+/// One owner holds `name` with a 30 s watchdog lease; a task of a second client waits; the
+/// release must wake it by message, far inside the lease.
+async fn handover_by_message(name: &str, sharded: bool, adjust: fn(Config) -> Config) {
+    let holder = client_with(|c| adjust(c.with_watchdog_timeout(Duration::from_secs(30)))).await;
+    let waiter = client_with(adjust).await;
+    let held = holder.lock(name).lock().await.unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    let channel = names::lock_channel(name);
+    let subscribed = support::eventually(Duration::from_secs(5), || {
+        listeners(name, &channel, sharded) == 1
+    })
+    .await;
+    assert!(
+        subscribed,
+        "the waiter subscribes to {channel} (sharded: {sharded})"
+    );
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("woken well before the 30 s lease")
+        .unwrap()
+        .unwrap();
+    let took = acquired - released;
+    assert!(
+        took < Duration::from_secs(2),
+        "woken by the message, took {took:?}"
+    );
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_every_master_are_held_and_waited_in_sharded_mode() {
+    if !server_info().sharded_pubsub {
+        skip(
+            "locks_on_every_master_are_held_and_waited_in_sharded_mode",
+            "no sharded pub/sub before Redis 7",
+        );
+        return;
+    }
+    for master in 0..3 {
+        let name = key_on_master("sharded", master);
+        handover_by_message(&name, true, |c| c).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_on_every_master_are_held_and_waited_in_classic_mode() {
+    for master in 0..3 {
+        let name = key_on_master("classic", master);
+        handover_by_message(&name, false, |c| c.with_publish_mode(PublishMode::Publish)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lives_on_its_slots_master_with_redissons_layout() {
+    let client = client().await;
+    let name = key_on_master("layout", 1);
+    let guard = client.lock(&name).lock().await.unwrap();
+    {
+        let cluster = cluster::get();
+        let master = cluster.master_of(&name);
+        let count: i64 = master.cmd(&["HGET", &name, &guard.owner_field()]).unwrap();
+        assert_eq!(count, 1);
+        let ttl: i64 = master.cmd(&["PTTL", &name]).unwrap();
+        assert!(ttl > 0 && ttl <= 1500, "the watchdog lease: {ttl}");
+    }
+    assert!(client.lock(&name).is_locked().await.unwrap());
+    guard.unlock().await.unwrap();
+    assert!(!client.lock(&name).is_locked().await.unwrap());
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_whose_keys_span_slots_are_refused_before_anything_is_sent() {
+    let client = client().await;
+    for name in ["bad{", "a{}b", "x{y"] {
+        let lock = client.lock(name);
+        let err = lock.try_lock().await.expect_err(name);
+        match &err {
+            Error::CrossSlot {
+                key_slot,
+                derived_slot,
+                ..
+            } => {
+                assert_eq!(*key_slot, names::cluster_slot(name));
+                assert_ne!(key_slot, derived_slot);
+            }
+            other => panic!("{name}: expected CrossSlot, got {other:?}"),
+        }
+        assert!(err.is_invalid_input());
+        assert!(lock.force_unlock().await.unwrap_err().is_invalid_input());
+        let cluster = cluster::get();
+        let exists: i64 = cluster.master_of(name).cmd(&["EXISTS", name]).unwrap();
+        assert_eq!(exists, 0, "{name}: nothing written");
+    }
+    // A name with a real hash tag is fine.
+    let guard = client.lock("good{tag}").lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
+    let client = client_with(|c| c.with_watchdog_timeout(Duration::from_millis(1500))).await;
+    let count = 2000;
+    let mut guards = Vec::with_capacity(count);
+    for i in 0..count {
+        guards.push(client.lock(format!("renew-{i}")).lock().await.unwrap());
+    }
+    assert_eq!(client.renewed_locks(), count);
+    // Three cycles (500 ms apart) and more: every lock is still held, each by its guard.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for guard in &guards {
+        assert!(!guard.is_lost(), "{} lost", guard.name());
+    }
+    {
+        let cluster = cluster::get();
+        for i in (0..count).step_by(97) {
+            let name = format!("renew-{i}");
+            let ttl: i64 = cluster.master_of(&name).cmd(&["PTTL", &name]).unwrap();
+            assert!(ttl > 0, "{name} renewed on its master, ttl {ttl}");
+        }
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
+    let _exclusive = RedisCluster::exclusive().await;
+    let sharded = server_info().sharded_pubsub;
+    let name = key_on_master("failover", 2);
+    // A lease longer than the switch, so that renewal can go on at the new master.
+    let holder = client_with(|c| c.with_watchdog_timeout(Duration::from_secs(10))).await;
+    let waiter = client().await;
+    let held = holder.lock(&name).lock().await.unwrap();
+    let lock = waiter.lock(&name);
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    let channel = names::lock_channel(&name);
+    assert!(
+        support::eventually(Duration::from_secs(5), || listeners(
+            &name, &channel, sharded
+        ) == 1)
+        .await
+    );
+    // The replica of the lock's master takes over.
+    {
+        let cluster = cluster::get();
+        let master = cluster.master_of(&name);
+        let replica = cluster.replica_of(master);
+        let _: () = replica.cmd(&["CLUSTER", "FAILOVER"]).unwrap();
+        let old = master.port;
+        drop(cluster);
+        cluster::wait_for("the replica to take over", Duration::from_secs(20), || {
+            cluster::get().master_of(&name).port != old
+        });
+        cluster::get().wait_healthy();
+    }
+    // The waiter is subscribed at the new master again (at once: the demoted master's
+    // SUNSUBSCRIBE says so; the 5 s topology scan is only the backstop).
+    let resubscribed = support::eventually(Duration::from_secs(2), || {
+        listeners(&name, &channel, sharded) == 1
+    })
+    .await;
+    assert!(
+        resubscribed,
+        "the waiter's subscription follows the failover"
+    );
+    // The holder kept its lock (the write was replicated before the switch), and renewal goes
+    // on at the new master: its TTL there goes up again.
+    let pttl = || -> i64 {
+        let cluster = cluster::get();
+        cluster.master_of(&name).cmd(&["PTTL", &name]).unwrap()
+    };
+    let first = pttl();
+    assert!(first > 0, "the lock survived the failover");
+    assert!(
+        support::eventually(Duration::from_secs(5), || pttl() > first).await,
+        "renewed at the new master"
+    );
+    assert!(
+        !held.is_lost(),
+        "the holder keeps its lock through a manual failover"
+    );
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is served")
+        .unwrap()
+        .unwrap();
+    assert!(released.elapsed() < Duration::from_secs(5));
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}

@@ -1,0 +1,440 @@
+//! A real Redis Cluster for tests: 6 `redis-server` processes (3 masters, 3 replicas) on free
+//! loopback ports, formed by commands (`CLUSTER MEET`, `ADDSLOTS`, `REPLICATE`), so it works
+//! with every server of the matrix (Redis 6.2 has no `ADDSLOTSRANGE`).
+//!
+//! Why not redis-rs's `redis-test` fixtures: they pick any free port (the cluster bus is
+//! port + 10000, so a port above 55535 breaks the bus), and they have no faults: the tests here
+//! kill -9 one node and start it again on its port, fail a master over, and move slots.
+//!
+//! One cluster serves every test of a binary ([`get`]); tests use distinct keys, and the ones
+//! that change the topology take [`RedisCluster::exclusive`] and leave it healed. The nodes are
+//! started from a thread that lives as long as the test process, with a parent-death signal, so
+//! they die with the process even though a `static` is never dropped.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use redisson_lock::Config;
+
+/// Slots of the three masters.
+const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+
+/// One node: its port, its folder (its `nodes.conf` survives a restart), its process.
+pub struct Node {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn conn(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(2))
+    }
+
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut self.conn()?)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// This node's cluster id.
+    pub fn id(&self) -> String {
+        self.cmd(&["CLUSTER", "MYID"]).expect("CLUSTER MYID")
+    }
+
+    /// A field of `INFO <section>`, or of `CLUSTER INFO` for section `cluster`.
+    fn info_field(&self, section: &str, field: &str) -> Option<String> {
+        let args = match section {
+            "cluster" => ["CLUSTER", "INFO"],
+            _ => ["INFO", section],
+        };
+        let info: String = self.cmd(&args).ok()?;
+        let prefix = format!("{field}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|v| v.trim().to_string())
+    }
+
+    pub fn is_master(&self) -> bool {
+        self.info_field("replication", "role").as_deref() == Some("master")
+    }
+}
+
+/// A 6-node cluster, killed with the test process.
+pub struct RedisCluster {
+    pub nodes: Vec<Node>,
+}
+
+/// The cluster of this test binary, started on first use (a test that panicked while looking
+/// at it does not lock the others out).
+pub fn get() -> MutexGuard<'static, RedisCluster> {
+    static CLUSTER: OnceLock<Mutex<RedisCluster>> = OnceLock::new();
+    CLUSTER
+        .get_or_init(|| Mutex::new(RedisCluster::start()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Exclusive use for a test that changes the topology (failover, slot moves); others only
+/// read the cluster and can share it.
+static TOPOLOGY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl RedisCluster {
+    /// Starts 6 nodes and forms the cluster; waits for `cluster_state:ok` and one synced
+    /// replica per master.
+    pub fn start() -> RedisCluster {
+        let root = std::env::temp_dir().join(format!("rlock-cluster-{}", std::process::id()));
+        remove_dead_runs();
+        let _ = std::fs::remove_dir_all(&root);
+        let ports = free_ports(6);
+        let mut nodes: Vec<Node> = ports
+            .iter()
+            .map(|&port| {
+                let dir = root.join(port.to_string());
+                std::fs::create_dir_all(&dir).unwrap();
+                Node {
+                    port,
+                    dir,
+                    child: None,
+                }
+            })
+            .collect();
+        for node in &mut nodes {
+            spawn(node);
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.form();
+        cluster
+    }
+
+    fn form(&self) {
+        let first = &self.nodes[0];
+        for node in &self.nodes[1..] {
+            let _: () = first
+                .cmd(&["CLUSTER", "MEET", "127.0.0.1", &node.port.to_string()])
+                .unwrap();
+        }
+        for (node, (start, end)) in self.nodes.iter().zip(RANGES) {
+            let slots: Vec<String> = (start..=end).map(|s| s.to_string()).collect();
+            let mut cmd = redis::cmd("CLUSTER");
+            cmd.arg("ADDSLOTS").arg(&slots);
+            let _: () = cmd.query(&mut node.conn().unwrap()).unwrap();
+        }
+        // Every node must know every other before a replica can name its master.
+        wait_for("all nodes to meet", Duration::from_secs(20), || {
+            self.nodes.iter().all(|n| {
+                n.cmd::<String>(&["CLUSTER", "NODES"])
+                    .is_ok_and(|nodes| nodes.lines().count() == self.nodes.len())
+            })
+        });
+        for i in 0..3 {
+            let master = self.nodes[i].id();
+            wait_for(
+                "the replica to accept its master",
+                Duration::from_secs(20),
+                || {
+                    self.nodes[i + 3]
+                        .cmd::<()>(&["CLUSTER", "REPLICATE", &master])
+                        .is_ok()
+                },
+            );
+        }
+        self.wait_healthy();
+    }
+
+    /// Waits until every running node says `cluster_state:ok` and every master has a replica
+    /// whose link is up.
+    pub fn wait_healthy(&self) {
+        wait_for(
+            "cluster_state:ok with a replica per master",
+            Duration::from_secs(60),
+            || {
+                self.nodes
+                    .iter()
+                    .filter(|n| n.is_running())
+                    .all(|n| n.info_field("cluster", "cluster_state").as_deref() == Some("ok"))
+                    && self.masters().len() == 3
+                    && self.masters().iter().all(|m| {
+                        m.info_field("replication", "connected_slaves").as_deref() == Some("1")
+                    })
+                    && self
+                        .nodes
+                        .iter()
+                        .filter(|n| n.is_running() && !n.is_master())
+                        .all(|r| {
+                            r.info_field("replication", "master_link_status").as_deref()
+                                == Some("up")
+                        })
+            },
+        );
+    }
+
+    /// Takes the cluster for a test that changes its topology (a panicking holder still
+    /// lets the next one in).
+    pub async fn exclusive() -> tokio::sync::MutexGuard<'static, ()> {
+        TOPOLOGY.lock().await
+    }
+
+    /// The seed URLs of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// A cluster [`Config`] with a short watchdog, so watchdog tests run fast.
+    pub fn config(&self) -> Config {
+        Config::cluster(self.urls())
+            .expect("valid cluster urls")
+            .with_watchdog_timeout(Duration::from_millis(1500))
+    }
+
+    /// The running masters.
+    pub fn masters(&self) -> Vec<&Node> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && n.is_master())
+            .collect()
+    }
+
+    /// The master serving `slot`, as the cluster says now.
+    pub fn master_of_slot(&self, slot: u16) -> &Node {
+        let any = self.nodes.iter().find(|n| n.is_running()).unwrap();
+        let ranges: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut any.conn().unwrap())
+            .unwrap();
+        let port = ranges
+            .iter()
+            .find_map(|range| {
+                let start: u16 = redis::from_redis_value(range[0].clone()).ok()?;
+                let end: u16 = redis::from_redis_value(range[1].clone()).ok()?;
+                let master: Vec<redis::Value> = redis::from_redis_value(range[2].clone()).ok()?;
+                let port: u16 = redis::from_redis_value(master[1].clone()).ok()?;
+                (start..=end).contains(&slot).then_some(port)
+            })
+            .expect("every slot is served");
+        self.node(port)
+    }
+
+    /// The master serving `key`.
+    pub fn master_of(&self, key: &str) -> &Node {
+        self.master_of_slot(slot_of(key))
+    }
+
+    /// The replica of `master`.
+    pub fn replica_of(&self, master: &Node) -> &Node {
+        let id = master.id();
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && n.port != master.port)
+            .find(|n| {
+                n.cmd::<String>(&["CLUSTER", "NODES"]).is_ok_and(|nodes| {
+                    nodes
+                        .lines()
+                        .any(|l| l.contains("myself") && l.contains(&format!("slave {id}")))
+                })
+            })
+            .expect("the master has a replica")
+    }
+
+    pub fn node(&self, port: u16) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .expect("a node of this cluster")
+    }
+
+    /// kill -9 of the node on `port` (its data is lost; its `nodes.conf` stays).
+    pub fn kill(&mut self, port: u16) {
+        let node = self.nodes.iter_mut().find(|n| n.port == port).unwrap();
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts every killed node again on its port (each rejoins from its `nodes.conf`) and
+    /// waits until the cluster is healthy.
+    pub fn heal(&mut self) {
+        for node in self.nodes.iter_mut().filter(|n| n.child.is_none()) {
+            spawn(node);
+        }
+        self.wait_healthy();
+    }
+
+    /// Per node port: how often `command` ran there (`INFO commandstats`).
+    pub fn command_calls(&self, command: &str) -> HashMap<u16, u64> {
+        let key = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .map(|n| {
+                let info: String = n.cmd(&["INFO", "commandstats"]).unwrap_or_default();
+                let calls = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&key))
+                    .and_then(|rest| rest.split(',').next()?.parse().ok())
+                    .unwrap_or(0);
+                (n.port, calls)
+            })
+            .collect()
+    }
+}
+
+/// Removes the folders of earlier test processes that are gone (a `static` is never dropped).
+fn remove_dead_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("rlock-cluster-") {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// `n` free loopback ports whose cluster bus port (+10000) is free too, all below 55535.
+fn free_ports(n: usize) -> Vec<u16> {
+    let mut ports = Vec::new();
+    let mut candidate = 20000 + (std::process::id() % 2000) as u16 * 10;
+    while ports.len() < n {
+        candidate += 1;
+        assert!(candidate < 55535, "no free ports for a cluster");
+        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if free(candidate) && free(candidate + 10000) {
+            ports.push(candidate);
+        }
+    }
+    ports
+}
+
+/// Starts `node`'s process from the keeper thread (see the module docs).
+fn spawn(node: &mut Node) {
+    let port = node.port;
+    let dir = node.dir.clone();
+    let child = keeper(move || {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args([
+                "--cluster-node-timeout",
+                "2000",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(dir.join("redis.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; it only asks for SIGKILL when the keeper thread
+        // (which never exits before the process does) goes away.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        cmd.spawn().expect("redis-server must be on PATH")
+    });
+    node.child = Some(child);
+    wait_for("the node to answer PING", Duration::from_secs(10), || {
+        node.cmd::<String>(&["PING"]).is_ok()
+    });
+}
+
+/// Runs `spawn` on the keeper thread: a parent-death signal fires when the *thread* that
+/// forked the child exits, so every node is forked from one thread that never exits.
+fn keeper(spawn: impl FnOnce() -> Child + Send + 'static) -> Child {
+    type Job = (
+        Box<dyn FnOnce() -> Child + Send>,
+        std::sync::mpsc::Sender<Child>,
+    );
+    static KEEPER: OnceLock<Mutex<std::sync::mpsc::Sender<Job>>> = OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::spawn(move || {
+            for (job, reply) in rx {
+                let _ = reply.send(job());
+            }
+            // (The sender lives in a static: this loop never ends.)
+        });
+        Mutex::new(tx)
+    });
+    let (reply, child) = std::sync::mpsc::channel();
+    keeper
+        .lock()
+        .unwrap()
+        .send((Box::new(spawn), reply))
+        .unwrap();
+    child.recv().expect("the keeper thread spawns")
+}
+
+/// Polls `ready` every 20 ms until it holds, or panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The cluster slot of `key` (CRC16 of its hash tag, as the server computes it).
+pub fn slot_of(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &bytes[open + 1..open + 1 + close])
+        })
+        .unwrap_or(bytes);
+    let mut crc: u16 = 0;
+    for &byte in tagged {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// A key named after `prefix` that lives on the master of `RANGES[master]`.
+pub fn key_on_master(prefix: &str, master: usize) -> String {
+    let (start, end) = RANGES[master];
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|k| (start..=end).contains(&slot_of(k)))
+        .unwrap()
+}
