@@ -49,11 +49,11 @@ for name in "${selected[@]}"; do
     run() { PATH="${BIN[$name]}:$PATH" RLOCK_TEST_SERVER="$name" RLOCK_TEST_SKIPS="$skips" "$@"; }
     if [[ "$name" == "$DEFAULT" ]]; then
         ok=true
-        run cargo test --all-targets || ok=false
+        run cargo test --all-targets --no-fail-fast || ok=false
         run cargo test --doc || ok=false
     else
         ok=true
-        run cargo test --tests || ok=false
+        run cargo test --tests --no-fail-fast || ok=false
     fi
     took=$(( $(date +%s) - start ))
     nskip=0

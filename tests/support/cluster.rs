@@ -250,6 +250,32 @@ impl RedisCluster {
             .expect("the master has a replica")
     }
 
+    /// `CLUSTER FAILOVER` at the replica of the master serving `slot`; returns once the
+    /// replica serves it and the cluster is healthy, with the new master's port. A manual
+    /// failover gives up on its own when the old master is slow to hand over (a loaded
+    /// machine): it is asked again, and the third time with `FORCE`.
+    pub fn fail_over(&self, slot: u16) -> u16 {
+        let old = self.master_of_slot(slot).port;
+        let replica = self.replica_of(self.master_of_slot(slot)).port;
+        for attempt in 0..3 {
+            let args: &[&str] = if attempt < 2 {
+                &["CLUSTER", "FAILOVER"]
+            } else {
+                &["CLUSTER", "FAILOVER", "FORCE"]
+            };
+            let _: () = self.node(replica).cmd(args).expect("CLUSTER FAILOVER");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if self.master_of_slot(slot).port != old && self.node(replica).is_master() {
+                    self.wait_healthy();
+                    return replica;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("the replica on {replica} never took over slot {slot} from {old}");
+    }
+
     pub fn node(&self, port: u16) -> &Node {
         self.nodes
             .iter()

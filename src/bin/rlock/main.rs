@@ -17,6 +17,7 @@ mod failure;
 mod names;
 mod process;
 mod run;
+mod server;
 mod status;
 mod unlock;
 
@@ -55,6 +56,18 @@ struct Global {
         default_value = "redis://127.0.0.1:6379"
     )]
     url: String,
+
+    /// A Redis Cluster instead of one server: seed node URLs, comma-separated (any nodes of the
+    /// cluster; the others are found from them). Never printed.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_CLUSTER",
+        hide_env_values = true,
+        value_name = "URL[,URL...]",
+        value_delimiter = ','
+    )]
+    cluster: Vec<String>,
 
     /// PEM file of the CA that signed the server's certificate, for a rediss:// server whose
     /// certificate the system's roots do not trust (a private CA).
@@ -205,8 +218,11 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Status { name, json } => {
             let ca = tls_ca(&cli.global)?;
             let config = config(&cli.global, ca.clone())?;
-            let mut conn = status::connect(&cli.global.url, ca.as_deref())?;
-            let status = status::inspect(&mut conn, config.key_prefix(), &name)?;
+            let key = format!("{}{name}", config.key_prefix());
+            let (mut conn, placement) =
+                server::connect_for_key(&server(&cli.global), &key, ca.as_deref())?;
+            let mut status = status::inspect(&mut conn, config.key_prefix(), &name)?;
+            status.placement = placement;
             let text = if json {
                 format!("{}\n", status.to_json())
             } else {
@@ -219,7 +235,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let ca = tls_ca(&cli.global)?;
             let config = config(&cli.global, ca.clone())?;
             let args = unlock::UnlockArgs { name, force, yes };
-            unlock::unlock(config, &cli.global.url, ca.as_deref(), args, &runtime)
+            unlock::unlock(config, &server(&cli.global), ca.as_deref(), args, &runtime)
         }
         Command::Run {
             name,
@@ -246,9 +262,22 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
+/// The deployment the global flags name: `--cluster` if given, else `--url`.
+fn server(global: &Global) -> server::Server {
+    if global.cluster.is_empty() {
+        server::Server::Standalone(global.url.clone())
+    } else {
+        server::Server::Cluster(global.cluster.clone())
+    }
+}
+
 /// The library configuration from the global flags; `tls_ca` is the contents of `--tls-ca`.
 fn config(global: &Global, tls_ca: Option<Vec<u8>>) -> Result<Config, Failure> {
-    let mut config = Config::from_url(&global.url)
+    let config = match server(global) {
+        server::Server::Standalone(url) => Config::from_url(&url),
+        server::Server::Cluster(seeds) => Config::cluster(seeds),
+    };
+    let mut config = config
         .map_err(Failure::from_lock)?
         .with_key_prefix(global.key_prefix.clone())
         .with_publish_mode(match global.publish_mode {

@@ -8,8 +8,9 @@ use redis::Value;
 use serde_json::{json, Value as Json};
 
 use crate::duration::format_duration;
-use crate::failure::{self, Failure};
+use crate::failure::Failure;
 use crate::names;
+use crate::server::Placement;
 
 /// Whether the key is a held lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,38 +107,8 @@ pub struct Status {
     pub fencing_token: Option<i64>,
     /// A fair lock's waiting owners, first in line first.
     pub queue: Vec<Waiter>,
-}
-
-/// Opens a connection to `url` with short timeouts; for `rediss://`, `tls_ca` (PEM) is the
-/// root the server's certificate must chain to (the system's roots without it).
-pub fn connect(url: &str, tls_ca: Option<&[u8]>) -> Result<redis::Connection, Failure> {
-    let timeout = Duration::from_secs(5);
-    let invalid =
-        |e: redis::RedisError| Failure::usage(format!("invalid redis url ({})", e.category()));
-    let client = match tls_ca {
-        None => redis::Client::open(url).map_err(invalid)?,
-        #[cfg(feature = "tls")]
-        Some(pem) => {
-            let certs = redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.to_vec()),
-            };
-            redis::Client::build_with_tls(url, certs).map_err(invalid)?
-        }
-        #[cfg(not(feature = "tls"))]
-        Some(_) => {
-            return Err(Failure::usage(
-                "--tls-ca needs rlock built with the `tls` feature",
-            ))
-        }
-    };
-    let conn = client
-        .get_connection_with_timeout(timeout)
-        .map_err(|e| Failure::new(failure::REDIS, format!("cannot connect to redis: {e}")))?;
-    conn.set_read_timeout(Some(timeout))
-        .and_then(|()| conn.set_write_timeout(Some(timeout)))
-        .map_err(Failure::from_redis)?;
-    Ok(conn)
+    /// On a cluster: the node serving the key, and its slot.
+    pub placement: Option<Placement>,
 }
 
 /// Reads the lock `name` (key `prefix + name`) and the keys beside it.
@@ -278,6 +249,7 @@ pub fn inspect(conn: &mut redis::Connection, prefix: &str, name: &str) -> Result
         remaining_lease_ms: (state == State::Held).then_some(pttl),
         fencing_token,
         queue,
+        placement: None,
     })
 }
 
@@ -342,6 +314,8 @@ impl Status {
             "remaining_lease_ms": self.remaining_lease_ms,
             "fencing_token": self.fencing_token,
             "queue": queue,
+            "node": self.placement.as_ref().map(|p| p.node.clone()),
+            "slot": self.placement.as_ref().map(|p| p.slot),
         })
     }
 
@@ -364,6 +338,13 @@ impl Status {
                 self.name, self.redis_type
             ),
         };
+        if let Some(placement) = &self.placement {
+            let _ = writeln!(
+                out,
+                "  node     {}  (slot {})",
+                placement.node, placement.slot
+            );
+        }
         if let Some(mode) = &self.rw_mode {
             let _ = writeln!(out, "  mode     {mode}");
         }

@@ -5,6 +5,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use redisson_lock::{Config, LockClient};
 
 use crate::failure::{self, Failure};
+use crate::server::{self, Server};
 use crate::status::{self, Kind, State};
 
 /// What `rlock unlock` was asked to do.
@@ -22,7 +23,7 @@ pub struct UnlockArgs {
 /// steps run before `runtime` is used.
 pub fn unlock(
     config: Config,
-    url: &str,
+    server: &Server,
     tls_ca: Option<&[u8]>,
     args: UnlockArgs,
     runtime: &tokio::runtime::Runtime,
@@ -39,7 +40,8 @@ pub fn unlock(
         ));
     }
 
-    let mut conn = status::connect(url, tls_ca)?;
+    let key = format!("{}{}", config.key_prefix(), args.name);
+    let (mut conn, _) = server::connect_for_key(server, &key, tls_ca)?;
     let before = status::inspect(&mut conn, config.key_prefix(), &args.name)?;
     match before.state {
         State::Free => {
