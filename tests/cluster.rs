@@ -194,6 +194,7 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     );
     // The replica of the lock's master takes over.
     let slot = names::cluster_slot(&name);
+    let evals_before = cluster::get().command_calls("eval");
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
     // The waiter is subscribed at the new master again (at once: the demoted master's
     // SUNSUBSCRIBE says so; the 5 s topology scan is only the backstop).
@@ -220,6 +221,17 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     assert!(
         !held.is_lost(),
         "the holder keeps its lock through a manual failover"
+    );
+    // The promoted replica never saw the scripts (replicas get their effects): its first
+    // EVALSHA answered NOSCRIPT, and the same call went again as EVAL.
+    let (evals, master) = {
+        let cluster = cluster::get();
+        let master = cluster.master_of(&name).port;
+        (cluster.command_calls("eval")[&master], master)
+    };
+    assert!(
+        evals > evals_before[&master],
+        "NOSCRIPT at the promoted replica answered with EVAL"
     );
     let released = Instant::now();
     held.unlock().await.unwrap();
@@ -275,4 +287,169 @@ async fn the_cli_works_on_a_cluster() {
     assert!(!client.lock(&name).is_locked().await.unwrap());
     let _ = guard.unlock().await;
     client.shutdown().await;
+}
+
+/// Holds `name` (watchdog lease `lease`, renewed every third of it) and parks a waiter of
+/// another client on it; returns once the waiter is subscribed.
+async fn held_and_waited(
+    name: &str,
+    sharded: bool,
+    lease: Duration,
+) -> (
+    LockClient,
+    LockClient,
+    redisson_lock::LockGuard,
+    tokio::task::JoinHandle<redisson_lock::Result<(redisson_lock::LockGuard, Instant)>>,
+) {
+    let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let waiter = client().await;
+    let held = holder.lock(name).lock().await.unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    let channel = names::lock_channel(name);
+    assert!(
+        support::eventually(Duration::from_secs(5), || listeners(
+            name, &channel, sharded
+        ) == 1)
+        .await,
+        "the waiter subscribes"
+    );
+    (holder, waiter, held, waiting)
+}
+
+/// The lock's TTL at its slot's master now.
+fn pttl_at_master(name: &str) -> i64 {
+    let cluster = cluster::get();
+    cluster.master_of(name).cmd(&["PTTL", name]).unwrap_or(-2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_moves_renewal_and_the_waiters_subscription() {
+    let _exclusive = RedisCluster::exclusive().await;
+    let sharded = server_info().sharded_pubsub;
+    let name = key_on_master("migrated", 1);
+    let slot = names::cluster_slot(&name);
+    let (holder, waiter, held, waiting) =
+        held_and_waited(&name, sharded, Duration::from_secs(3)).await;
+    let (from, to) = tokio::task::block_in_place(|| {
+        let cluster = cluster::get();
+        let from = cluster.master_of_slot(slot).port;
+        let to = cluster
+            .masters()
+            .iter()
+            .find(|m| m.port != from)
+            .unwrap()
+            .port;
+        cluster.migrate_slot(slot, to);
+        (from, to)
+    });
+    assert_eq!(cluster::get().master_of(&name).port, to);
+    // The waiter is subscribed where the slot lives now (the old owner pushed SUNSUBSCRIBE).
+    let channel = names::lock_channel(&name);
+    assert!(
+        support::eventually(Duration::from_secs(2), || listeners(
+            &name, &channel, sharded
+        ) == 1)
+        .await,
+        "the waiter's subscription follows the slot from {from} to {to}"
+    );
+    // Renewal follows the slot (MOVED): the TTL at the new owner goes up again.
+    let first = pttl_at_master(&name);
+    assert!(first > 0, "the lock moved with its slot");
+    assert!(
+        support::eventually(Duration::from_secs(3), || pttl_at_master(&name) > first).await,
+        "renewed at the new owner"
+    );
+    assert!(!held.is_lost());
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is served")
+        .unwrap()
+        .unwrap();
+    assert!(
+        acquired - released < Duration::from_secs(1),
+        "woken by the unlock message at the new owner"
+    );
+    guard.unlock().await.unwrap();
+    tokio::task::block_in_place(|| cluster::get().migrate_slot(slot, from));
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
+    let _exclusive = RedisCluster::exclusive().await;
+    let sharded = server_info().sharded_pubsub;
+    let name = key_on_master("killed", 0);
+    let slot = names::cluster_slot(&name);
+    // A lease longer than the promotion (about 3-5 s here), so that the holder can keep it.
+    let (holder, waiter, held, waiting) =
+        held_and_waited(&name, sharded, Duration::from_secs(10)).await;
+    let killed_at = Instant::now();
+    tokio::task::block_in_place(|| {
+        let mut cluster = cluster::get();
+        let master = cluster.master_of_slot(slot).port;
+        cluster.kill(master);
+        cluster::wait_for("a replica to be promoted", Duration::from_secs(30), || {
+            cluster.master_of_slot(slot).port != master
+        });
+    });
+    let promoted = killed_at.elapsed();
+    let channel = names::lock_channel(&name);
+    assert!(
+        support::eventually(Duration::from_secs(10), || listeners(
+            &name, &channel, sharded
+        ) == 1)
+        .await,
+        "the waiter is subscribed again after the promotion"
+    );
+    let resubscribed = killed_at.elapsed();
+    // Either the promoted replica had the lock (the holder keeps it, renews there, and its
+    // unlock wakes the waiter), or it lost it with the master (the holder is told, and the
+    // waiter gets it). Never both holding unaware.
+    let outcome = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if held.is_lost() {
+                return "lost";
+            }
+            if pttl_at_master(&name) > 0 && !held.is_lost() {
+                return "kept";
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the holder keeps the lock or is told it lost it");
+    let mut unlocked = Instant::now();
+    let served = if outcome == "kept" {
+        // Renewed at the new master, then released: the waiter is woken.
+        let first = pttl_at_master(&name);
+        assert!(
+            support::eventually(Duration::from_secs(5), || pttl_at_master(&name) > first).await,
+            "renewed at the promoted replica"
+        );
+        assert!(!held.is_lost());
+        assert!(
+            !waiting.is_finished(),
+            "the waiter must not hold it beside the holder"
+        );
+        unlocked = Instant::now();
+        held.unlock().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), waiting).await
+    } else {
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(10), waiting).await
+    };
+    let (guard, acquired) = served.expect("no stuck waiter").unwrap().unwrap();
+    eprintln!(
+        "killed master: replica promoted after {promoted:?}, waiter subscribed again after {resubscribed:?}; holder {outcome}; waiter served {:?} after the unlock ({:?} after the kill)",
+        acquired.saturating_duration_since(unlocked),
+        acquired - killed_at
+    );
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+    tokio::task::block_in_place(|| cluster::get().heal());
 }

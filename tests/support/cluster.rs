@@ -276,6 +276,64 @@ impl RedisCluster {
         panic!("the replica on {replica} never took over slot {slot} from {old}");
     }
 
+    /// Moves `slot`, keys and all, to the master on `to`, as an operator resharding does:
+    /// `SETSLOT IMPORTING` on the target, `MIGRATING` on the source, `MIGRATE` of its keys,
+    /// then `SETSLOT NODE` on every master. Returns once every node says `to` serves it.
+    pub fn migrate_slot(&self, slot: u16, to: u16) {
+        let source = self.master_of_slot(slot);
+        let target = self.node(to);
+        let (source_id, target_id) = (source.id(), target.id());
+        let slot_arg = slot.to_string();
+        let _: () = target
+            .cmd(&["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &source_id])
+            .unwrap();
+        let _: () = source
+            .cmd(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id])
+            .unwrap();
+        loop {
+            let keys: Vec<String> = source
+                .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_arg, "100"])
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let to_arg = to.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &to_arg, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().map(String::as_str));
+            let _: String = source.cmd(&args).unwrap();
+        }
+        for node in [target, source].into_iter().chain(
+            self.masters()
+                .into_iter()
+                .filter(|m| m.port != to && m.port != source.port),
+        ) {
+            let _: () = node
+                .cmd(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &target_id])
+                .unwrap();
+        }
+        wait_for(
+            "every node to see the slot moved",
+            Duration::from_secs(20),
+            || {
+                self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                    let ranges: Vec<Vec<redis::Value>> =
+                        n.cmd(&["CLUSTER", "SLOTS"]).unwrap_or_default();
+                    ranges.iter().any(|range| {
+                        let first: u16 = redis::from_redis_value(range[0].clone()).unwrap_or(1);
+                        let last: u16 = redis::from_redis_value(range[1].clone()).unwrap_or(0);
+                        let master: Vec<redis::Value> =
+                            redis::from_redis_value(range[2].clone()).unwrap_or_default();
+                        let port: u16 = master
+                            .get(1)
+                            .and_then(|p| redis::from_redis_value(p.clone()).ok())
+                            .unwrap_or(0);
+                        (first..=last).contains(&slot) && port == to
+                    })
+                })
+            },
+        );
+    }
+
     pub fn node(&self, port: u16) -> &Node {
         self.nodes
             .iter()
