@@ -453,3 +453,58 @@ async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
     waiter.shutdown().await;
     tokio::task::block_in_place(|| cluster::get().heal());
 }
+
+/// The fault proxy in front of a cluster master: the reply to an acquire is lost (the
+/// connection cut right after the master answered), on `lock()` and on `try_lock()`. redis-rs's
+/// cluster connection sends the command again; the latch makes that re-send answer without a
+/// second hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_reply_at_a_cluster_master_counts_one_hold() {
+    // A cluster of its own, whose third master tells clients to reach it through the proxy
+    // (the shared cluster keeps its own ports: announcing another one at run time disturbs the
+    // cluster bus, and Redis 6.2 does not take it).
+    // Three masters, no replicas (see `RedisCluster::start_on`).
+    let ports = cluster::free_ports(3);
+    let proxy = support::proxy::Proxy::start(ports[2]).await;
+    let own =
+        tokio::task::block_in_place(|| RedisCluster::start_on(&ports, Some((2, proxy.port()))));
+    let name = key_on_master("lost-reply", 2);
+    let real = ports[2];
+    assert_eq!(own.master_of(&name).port, real);
+    let config = Config::cluster(own.urls())
+        .unwrap()
+        .with_watchdog_timeout(Duration::from_secs(30));
+    let client = LockClient::with_config(config).await.unwrap();
+    // Through the proxy, and with the scripts known at the master.
+    let guard = client.lock(&name).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert!(
+        proxy.accepted() > 0,
+        "the client reaches the master through the proxy"
+    );
+    let sha = redis::Script::new(include_str!("../scripts/lua/acquire.lua"))
+        .get_hash()
+        .to_string();
+    let holds =
+        |field: &str| -> Option<i64> { own.node(real).cmd(&["HGET", &name, field]).unwrap() };
+    for round in 0..2 {
+        proxy.cut_after_reply(&[&sha, &name], 1);
+        let lock = client.lock(&name);
+        let guard = if round == 0 {
+            lock.lock().await.unwrap()
+        } else {
+            lock.try_lock()
+                .await
+                .unwrap()
+                .expect("the re-sent acquire finds it acquired")
+        };
+        assert_eq!(proxy.cuts(), round + 1, "the fault fired");
+        assert_eq!(holds(&guard.owner_field()), Some(1), "one guard, one hold");
+        assert!(!guard.is_lost());
+        guard.unlock().await.unwrap();
+        let exists: i64 = own.node(real).cmd(&["EXISTS", &name]).unwrap();
+        assert_eq!(exists, 0, "freed by one unlock");
+    }
+    client.shutdown().await;
+    tokio::task::block_in_place(|| drop(own));
+}

@@ -26,6 +26,8 @@ const RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
 /// One node: its port, its folder (its `nodes.conf` survives a restart), its process.
 pub struct Node {
     pub port: u16,
+    /// The port it tells clients to use instead of its own (a proxy in front of it).
+    announced: Option<u16>,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -97,17 +99,28 @@ impl RedisCluster {
     /// Starts 6 nodes and forms the cluster; waits for `cluster_state:ok` and one synced
     /// replica per master.
     pub fn start() -> RedisCluster {
-        let root = std::env::temp_dir().join(format!("rlock-cluster-{}", std::process::id()));
+        RedisCluster::start_on(&free_ports(6), None)
+    }
+
+    /// A cluster on `ports` (from [`free_ports`]; the first three are the masters, the next
+    /// three, if given, their replicas). With `announce: Some((i, port))`, node `i` tells
+    /// clients to reach it on `port` (a fault proxy in front of it), while the other nodes talk
+    /// to it on its cluster bus directly. (A replica of that node would replicate through the
+    /// proxy too, which relays only RESP: give such a cluster no replicas.)
+    pub fn start_on(ports: &[u16], announce: Option<(usize, u16)>) -> RedisCluster {
+        let root =
+            std::env::temp_dir().join(format!("rlock-cluster-{}-{}", std::process::id(), ports[0]));
         remove_dead_runs();
         let _ = std::fs::remove_dir_all(&root);
-        let ports = free_ports(6);
         let mut nodes: Vec<Node> = ports
             .iter()
-            .map(|&port| {
+            .enumerate()
+            .map(|(i, &port)| {
                 let dir = root.join(port.to_string());
                 std::fs::create_dir_all(&dir).unwrap();
                 Node {
                     port,
+                    announced: announce.filter(|(at, _)| *at == i).map(|(_, p)| p),
                     dir,
                     child: None,
                 }
@@ -141,7 +154,8 @@ impl RedisCluster {
                     .is_ok_and(|nodes| nodes.lines().count() == self.nodes.len())
             })
         });
-        for i in 0..3 {
+        // (A cluster of 3 nodes has masters only.)
+        for i in (0..3).filter(|i| i + 3 < self.nodes.len()) {
             let master = self.nodes[i].id();
             wait_for(
                 "the replica to accept its master",
@@ -169,7 +183,8 @@ impl RedisCluster {
                     .all(|n| n.info_field("cluster", "cluster_state").as_deref() == Some("ok"))
                     && self.masters().len() == 3
                     && self.masters().iter().all(|m| {
-                        m.info_field("replication", "connected_slaves").as_deref() == Some("1")
+                        let replicas = if self.nodes.len() > 3 { "1" } else { "0" };
+                        m.info_field("replication", "connected_slaves").as_deref() == Some(replicas)
                     })
                     && self
                         .nodes
@@ -334,10 +349,11 @@ impl RedisCluster {
         );
     }
 
+    /// The node on `port` (its own, or the one it announces).
     pub fn node(&self, port: u16) -> &Node {
         self.nodes
             .iter()
-            .find(|n| n.port == port)
+            .find(|n| n.port == port || n.announced == Some(port))
             .expect("a node of this cluster")
     }
 
@@ -385,7 +401,10 @@ fn remove_dead_runs() {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("rlock-cluster-") {
+        if let Some(pid) = name
+            .strip_prefix("rlock-cluster-")
+            .and_then(|rest| rest.split('-').next())
+        {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
@@ -393,12 +412,34 @@ fn remove_dead_runs() {
     }
 }
 
-/// `n` free loopback ports whose cluster bus port (+10000) is free too, all below 55535.
-fn free_ports(n: usize) -> Vec<u16> {
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if let Some(root) = self.nodes.first().and_then(|n| n.dir.parent()) {
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
+
+/// `n` free loopback ports whose cluster bus port (+10000) is free too, all below 55535;
+/// never the same twice in one process.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let base = 20000 + (std::process::id() % 2000) as u16 * 10;
+    let _ = NEXT.compare_exchange(
+        0,
+        base,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mut ports = Vec::new();
-    let mut candidate = 20000 + (std::process::id() % 2000) as u16 * 10;
     while ports.len() < n {
-        candidate += 1;
+        let candidate = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         assert!(candidate < 55535, "no free ports for a cluster");
         let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(candidate) && free(candidate + 10000) {
@@ -412,10 +453,20 @@ fn free_ports(n: usize) -> Vec<u16> {
 fn spawn(node: &mut Node) {
     let port = node.port;
     let dir = node.dir.clone();
+    let announce: Vec<String> = match node.announced {
+        Some(to) => vec![
+            "--cluster-announce-port".into(),
+            to.to_string(),
+            "--cluster-announce-bus-port".into(),
+            (port + 10000).to_string(),
+        ],
+        None => Vec::new(),
+    };
     let child = keeper(move || {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(&announce)
             .args([
                 "--cluster-enabled",
                 "yes",
