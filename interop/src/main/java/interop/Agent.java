@@ -32,6 +32,9 @@ import org.redisson.config.Config;
  * (a single-thread executor created on first use), so Redisson's thread-id ownership is real.
  *
  * Usage: java -jar agent.jar redis://127.0.0.1:PORT [lockWatchdogTimeoutMs]
+ *        java -jar agent.jar cluster:redis://HOST:PORT,redis://HOST:PORT... [lockWatchdogTimeoutMs]
+ * (cluster mode: Redisson's defaults, but the topology scanned every second, so tests see a
+ * failover quickly)
  */
 public final class Agent {
     private static final Object OUT_LOCK = new Object();
@@ -56,12 +59,24 @@ public final class Agent {
         config.setLockWatchdogTimeout(watchdogMs);
         config.setThreads(4);
         config.setNettyThreads(4);
-        config.useSingleServer()
-                .setAddress(url)
-                .setConnectionMinimumIdleSize(1)
-                .setConnectionPoolSize(8)
-                .setSubscriptionConnectionMinimumIdleSize(1)
-                .setSubscriptionConnectionPoolSize(4);
+        if (url.startsWith("cluster:")) {
+            config.useClusterServers()
+                    .addNodeAddress(url.substring("cluster:".length()).split(","))
+                    .setScanInterval(1000)
+                    .setMasterConnectionMinimumIdleSize(1)
+                    .setMasterConnectionPoolSize(8)
+                    .setSlaveConnectionMinimumIdleSize(1)
+                    .setSlaveConnectionPoolSize(8)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(4);
+        } else {
+            config.useSingleServer()
+                    .setAddress(url)
+                    .setConnectionMinimumIdleSize(1)
+                    .setConnectionPoolSize(8)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(4);
+        }
         try {
             client = Redisson.create(config);
         } catch (Throwable t) {

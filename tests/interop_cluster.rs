@@ -1,0 +1,183 @@
+//! Interop on a Redis Cluster: real Redisson (every version in `interop/versions.txt`) in
+//! cluster mode (`useClusterServers`, topology scanned every second) and this crate share locks
+//! on one 6-node cluster (`support::cluster`, shared by this binary). On Redis 7 and newer both
+//! sides pick sharded pub/sub by themselves: every wake-up here crosses languages over
+//! `SPUBLISH`/`SSUBSCRIBE`, before and after a failover of the lock's master.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use redisson_lock::{names, LockClient};
+use support::cluster::{self, key_on_master, RedisCluster};
+use support::java::{agent_jars, JavaAgent};
+use support::server_info;
+
+/// Java's lease in these scenarios: far longer than any wake-up may take.
+const LONG_LEASE_MS: u64 = 30_000;
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn jar(version: &str) -> PathBuf {
+    agent_jars()
+        .into_iter()
+        .find(|(v, _)| v == version)
+        .map(|(_, jar)| jar)
+        .unwrap_or_else(|| panic!("no agent jar for Redisson {version} (interop/versions.txt)"))
+}
+
+macro_rules! version_tests {
+    ($module:ident, $version:literal, [$($scenario:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(&super::jar($version)).await;
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! scenarios {
+    ($($scenario:ident),* $(,)?) => {
+        version_tests!(redisson_3_23_4, "3.23.4", [$($scenario),*]);
+        version_tests!(redisson_4_7_0, "4.7.0", [$($scenario),*]);
+    };
+}
+
+scenarios!(
+    wake_ups_cross_languages_on_every_master,
+    wake_ups_cross_languages_after_a_failover_of_the_locks_master,
+);
+
+struct Setup {
+    java: JavaAgent,
+    rust: LockClient,
+}
+
+async fn setup(jar: &Path) -> Setup {
+    let urls = cluster::get().urls().join(",");
+    let java = JavaAgent::start(jar, &format!("cluster:{urls}"), 30_000).await;
+    let config = cluster::get().config();
+    let rust = LockClient::with_config(config)
+        .await
+        .expect("connect to the cluster");
+    Setup { java, rust }
+}
+
+fn hgetall(key: &str) -> BTreeMap<String, String> {
+    cluster::get()
+        .master_of(key)
+        .cmd(&["HGETALL", key])
+        .unwrap()
+}
+
+/// Subscribers of `name`'s channel: at its master with `SHARDNUMSUB` (sharded, Redis >= 7), or
+/// summed over every node with `NUMSUB`.
+fn listeners(name: &str) -> i64 {
+    let cluster = cluster::get();
+    let channel = names::lock_channel(name);
+    if server_info().sharded_pubsub {
+        let (_, n): (String, i64) = cluster
+            .master_of(name)
+            .cmd(&["PUBSUB", "SHARDNUMSUB", &channel])
+            .unwrap();
+        n
+    } else {
+        cluster
+            .nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .map(|n| {
+                let (_, k): (String, i64) = n.cmd(&["PUBSUB", "NUMSUB", &channel]).unwrap();
+                k
+            })
+            .sum()
+    }
+}
+
+async fn until_listeners(name: &str, n: i64) {
+    assert!(
+        support::eventually(Duration::from_secs(10), || listeners(name) == n).await,
+        "{n} listener(s) on {name}'s channel"
+    );
+}
+
+/// Java unlock wakes a Rust waiter, then Rust unlock wakes a Java waiter, on `name`. Both
+/// holds have 30 s leases: only the message can wake the waiter within [`PROMPT`].
+async fn both_directions(s: &Setup, name: &str) {
+    let java_field = s.java.field("a").await;
+
+    s.java.lock_lease(name, "a", LONG_LEASE_MS).await.unwrap();
+    let lock = s.rust.lock(name);
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (Instant::now(), g)) });
+    until_listeners(name, 1).await;
+    assert!(
+        !waiter.is_finished(),
+        "the Rust waiter got in while Java holds"
+    );
+    let unlocked = Instant::now();
+    s.java.unlock(name, "a").await.unwrap();
+    let (acquired, guard) = tokio::time::timeout(PROMPT, waiter)
+        .await
+        .expect("Redisson's unlock message woke the Rust waiter")
+        .unwrap()
+        .unwrap();
+    assert!(acquired >= unlocked);
+    assert_eq!(
+        hgetall(name),
+        BTreeMap::from([(guard.owner_field(), "1".to_string())])
+    );
+
+    let mut java_waiter = s.java.lock_async_report(name, "a", None).await;
+    until_listeners(name, 1).await;
+    assert!(
+        java_waiter
+            .within(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "Redisson acquired while Rust holds"
+    );
+    guard.unlock().await.unwrap();
+    assert!(
+        java_waiter.within(PROMPT).await.is_some(),
+        "the Rust unlock message woke the Java waiter"
+    );
+    assert_eq!(
+        hgetall(name),
+        BTreeMap::from([(java_field, "1".to_string())])
+    );
+    s.java.unlock(name, "a").await.unwrap();
+    let exists: i64 = cluster::get()
+        .master_of(name)
+        .cmd(&["EXISTS", name])
+        .unwrap();
+    assert_eq!(exists, 0);
+}
+
+async fn wake_ups_cross_languages_on_every_master(jar: &Path) {
+    let s = setup(jar).await;
+    let version = s.java.version().replace('.', "_");
+    for master in 0..3 {
+        both_directions(&s, &key_on_master(&format!("xlang-{version}"), master)).await;
+    }
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
+
+async fn wake_ups_cross_languages_after_a_failover_of_the_locks_master(jar: &Path) {
+    let _exclusive = RedisCluster::exclusive().await;
+    let s = setup(jar).await;
+    let version = s.java.version().replace('.', "_");
+    let name = key_on_master(&format!("xlang-failover-{version}"), 1);
+    both_directions(&s, &name).await;
+    let slot = names::cluster_slot(&name);
+    tokio::task::block_in_place(|| cluster::get().fail_over(slot));
+    // Redisson finds the new master by its topology scan (1 s here); this crate by the
+    // demoted master's SUNSUBSCRIBE.
+    both_directions(&s, &name).await;
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
