@@ -16,13 +16,9 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use redis::aio::MultiplexedConnection;
 use redisson_lock::{LockClient, LockGuard, Owner};
 use support::java::{agent_jars, JavaAgent};
 use support::{eventually, RedisServer, Relay};
@@ -854,169 +850,7 @@ async fn all_three_redisson_3_and_4_and_rust_take_turns_on_one_key() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The mixed-fleet checker.
-
-/// Critical sections per phase (hot lock, then 100 keys); `MIXED_FLEET_SECTIONS` overrides.
-fn fleet_sections() -> i64 {
-    std::env::var("MIXED_FLEET_SECTIONS")
-        .ok()
-        .map(|v| v.parse().expect("MIXED_FLEET_SECTIONS must be a number"))
-        .unwrap_or(2000)
-}
-
-const FLEET_KEYS: usize = 100;
-
-#[derive(Default)]
-struct FleetStats {
-    overlaps: AtomicU64,
-    /// Sections done per side, keyed by side name.
-    per_side: std::sync::Mutex<BTreeMap<String, u64>>,
-}
-
-impl FleetStats {
-    fn add(&self, side: &str, n: u64) {
-        *self
-            .per_side
-            .lock()
-            .unwrap()
-            .entry(side.into())
-            .or_default() += n;
-    }
-}
-
-/// The critical section, run while the caller holds the lock on `key`: claim the holder marker
-/// (an overlap if someone else has it), then a non-atomic read-modify-write of the counter.
-async fn critical_section(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    me: &str,
-    rng: &mut StdRng,
-    stats: &FleetStats,
-) {
-    let holder = format!("cs:holder:{key}");
-    let counter = format!("cs:counter:{key}");
-    let claimed: Option<String> = redis::cmd("SET")
-        .arg(&holder)
-        .arg(me)
-        .arg("NX")
-        .query_async(conn)
-        .await
-        .unwrap();
-    if claimed.is_none() {
-        stats.overlaps.fetch_add(1, Ordering::Relaxed);
-    }
-    let value: Option<i64> = redis::cmd("GET")
-        .arg(&counter)
-        .query_async(conn)
-        .await
-        .unwrap();
-    tokio::task::yield_now().await;
-    if rng.random_bool(0.5) {
-        tokio::time::sleep(Duration::from_micros(rng.random_range(0..1000))).await;
-    }
-    let () = redis::cmd("SET")
-        .arg(&counter)
-        .arg(value.unwrap_or(0) + 1)
-        .query_async(conn)
-        .await
-        .unwrap();
-    if claimed.is_some() {
-        let _: i64 = redis::cmd("DEL")
-            .arg(&holder)
-            .query_async(conn)
-            .await
-            .unwrap();
-    }
-}
-
-fn pick_key(hot: bool, rng: &mut StdRng) -> String {
-    if hot {
-        "fleet:hot".to_string()
-    } else {
-        format!("fleet:key:{}", rng.random_range(0..FLEET_KEYS))
-    }
-}
-
-/// One phase: every worker claims sections from a shared budget until it is spent.
-async fn fleet_phase(
-    server: &RedisServer,
-    rust_clients: &[LockClient],
-    agents: &[Arc<JavaAgent>],
-    hot: bool,
-    sections: i64,
-) -> (Duration, FleetStats) {
-    let budget = Arc::new(AtomicI64::new(sections));
-    let stats = Arc::new(FleetStats::default());
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    // Four Rust owners: two per client, each its own Owner.
-    for (c, client) in rust_clients.iter().enumerate() {
-        for t in 0..2 {
-            let client = client.clone();
-            let budget = budget.clone();
-            let stats = stats.clone();
-            let mut conn = server.async_conn().await;
-            tasks.push(tokio::spawn(async move {
-                let owner = Owner::new();
-                let me = format!("rust{c}.{t}");
-                let mut rng = StdRng::from_os_rng();
-                let mut done = 0;
-                while budget.fetch_sub(1, Ordering::SeqCst) > 0 {
-                    let key = pick_key(hot, &mut rng);
-                    let guard = client.lock(&key).with_owner(owner).lock().await.unwrap();
-                    critical_section(&mut conn, &key, &me, &mut rng, &stats).await;
-                    guard.unlock().await.unwrap();
-                    done += 1;
-                }
-                stats.add("rust", done);
-            }));
-        }
-    }
-    // Four Java threads: two per Redisson version. The Java thread holds the lock while Rust
-    // runs the section's Redis commands on its behalf: Redisson's lock is what excludes.
-    for agent in agents {
-        for t in 0..2 {
-            let agent = agent.clone();
-            let budget = budget.clone();
-            let stats = stats.clone();
-            let mut conn = server.async_conn().await;
-            tasks.push(tokio::spawn(async move {
-                let thread = format!("w{t}");
-                let me = format!("redisson-{}.{thread}", agent.version());
-                let mut rng = StdRng::from_os_rng();
-                let mut done = 0;
-                while budget.fetch_sub(1, Ordering::SeqCst) > 0 {
-                    let key = pick_key(hot, &mut rng);
-                    agent.lock(&key, &thread).await.unwrap();
-                    critical_section(&mut conn, &key, &me, &mut rng, &stats).await;
-                    agent.unlock(&key, &thread).await.unwrap();
-                    done += 1;
-                }
-                stats.add(&format!("redisson-{}", agent.version()), done);
-            }));
-        }
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let stats = Arc::try_unwrap(stats).ok().expect("all workers finished");
-    (started.elapsed(), stats)
-}
-
-fn counter_sum(server: &RedisServer, hot: bool) -> i64 {
-    let keys: Vec<String> = if hot {
-        vec!["fleet:hot".into()]
-    } else {
-        (0..FLEET_KEYS).map(|i| format!("fleet:key:{i}")).collect()
-    };
-    keys.iter()
-        .map(|k| {
-            server
-                .cmd::<Option<i64>>(&["GET", &format!("cs:counter:{k}")])
-                .unwrap_or(0)
-        })
-        .sum()
-}
+// The mixed-fleet checker (`support::fleet`), on one server.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_fleet_of_rust_and_both_redisson_versions_never_overlaps() {
@@ -1029,49 +863,12 @@ async fn mixed_fleet_of_rust_and_both_redisson_versions_never_overlaps() {
     }
     assert_eq!(agents.len(), 2, "two Redisson versions");
     let rust_clients = vec![server.client().await, server.client().await];
-    let sections = fleet_sections();
-
+    let conn = server.async_conn().await;
     for hot in [true, false] {
-        let what = if hot {
-            "one hot lock".to_string()
-        } else {
-            format!("{FLEET_KEYS} keys")
-        };
-        let (elapsed, stats) = tokio::time::timeout(
-            Duration::from_secs(600),
-            fleet_phase(&server, &rust_clients, &agents, hot, sections),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("mixed fleet ({what}) did not finish"));
-        let overlaps = stats.overlaps.load(Ordering::Relaxed);
-        let per_side = stats.per_side.lock().unwrap().clone();
-        let sum = counter_sum(&server, hot);
-        println!(
-            "mixed fleet, {what}: {sections} critical sections in {elapsed:.2?} \
-             ({:.0}/s); per side {per_side:?}; overlaps {overlaps}; counter sum {sum}",
-            sections as f64 / elapsed.as_secs_f64()
-        );
-        assert_eq!(
-            overlaps, 0,
-            "{what}: two holders inside a critical section at once"
-        );
-        assert_eq!(
-            sum, sections,
-            "{what}: lost updates, the lock did not exclude"
-        );
-        assert_eq!(per_side.values().sum::<u64>(), sections as u64);
-        for side in ["rust", "redisson-3.23.4", "redisson-4.7.0"] {
-            assert!(
-                per_side.get(side).copied().unwrap_or(0) > 0,
-                "{what}: {side} never got the lock: {per_side:?}"
-            );
-        }
+        support::fleet::check(conn.clone(), &rust_clients, &agents, hot, "fleet").await;
         let leftovers: Vec<String> = server.cmd(&["KEYS", "fleet:*"]);
-        assert!(
-            leftovers.is_empty(),
-            "{what}: locks left held: {leftovers:?}"
-        );
+        assert!(leftovers.is_empty(), "locks left held: {leftovers:?}");
         let markers: Vec<String> = server.cmd(&["KEYS", "cs:holder:*"]);
-        assert!(markers.is_empty(), "{what}: markers left: {markers:?}");
+        assert!(markers.is_empty(), "markers left: {markers:?}");
     }
 }

@@ -52,6 +52,43 @@ scenarios!(
     wake_ups_cross_languages_after_a_failover_of_the_locks_master,
 );
 
+/// The mixed-fleet checker (`support::fleet`) on the cluster: Rust owners and threads of both
+/// Redisson versions, on one hot lock, then on 100 keys spread over all three masters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_fleet_on_a_cluster_never_overlaps() {
+    let urls = cluster::get().urls();
+    let mut agents = Vec::new();
+    for (_, jar) in agent_jars() {
+        let seeds = format!("cluster:{}", urls.join(","));
+        agents.push(std::sync::Arc::new(
+            JavaAgent::start(&jar, &seeds, 1500).await,
+        ));
+    }
+    let mut rust_clients = Vec::new();
+    for _ in 0..2 {
+        let config = cluster::get().config();
+        rust_clients.push(LockClient::with_config(config).await.unwrap());
+    }
+    let sections = redis::cluster::ClusterClient::new(urls).unwrap();
+    let conn = sections.get_async_connection().await.unwrap();
+    for hot in [true, false] {
+        support::fleet::check(conn.clone(), &rust_clients, &agents, hot, "cfleet").await;
+    }
+    let keys = support::fleet::keys("cfleet", false);
+    let masters: std::collections::HashSet<u16> = keys
+        .iter()
+        .map(|k| cluster::get().master_of(k).port)
+        .collect();
+    assert_eq!(masters.len(), 3, "the spread keys live on every master");
+    let cluster = cluster::get();
+    for master in cluster.masters() {
+        let left: Vec<String> = master.cmd(&["KEYS", "cfleet:*"]).unwrap();
+        assert!(left.is_empty(), "locks left held: {left:?}");
+        let markers: Vec<String> = master.cmd(&["KEYS", "cs:holder:{cfleet*"]).unwrap();
+        assert!(markers.is_empty(), "markers left: {markers:?}");
+    }
+}
+
 struct Setup {
     java: JavaAgent,
     rust: LockClient,

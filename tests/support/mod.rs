@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod fleet;
 pub mod java;
 pub mod proxy;
 pub mod server_info;
