@@ -155,8 +155,13 @@ async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
         guards.push(client.lock(format!("renew-{i}")).lock().await.unwrap());
     }
     assert_eq!(client.renewed_locks(), count);
-    // Three cycles (500 ms apart) and more: every lock is still held, each by its guard.
+    let slots: std::collections::HashSet<u16> = (0..count)
+        .map(|i| names::cluster_slot(&format!("renew-{i}")))
+        .collect();
+    let before = cluster::get().command_calls("evalsha");
+    // Several cycles (500 ms apart): every lock is still held, each by its guard.
     tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = cluster::get().command_calls("evalsha");
     for guard in &guards {
         assert!(!guard.is_lost(), "{} lost", guard.name());
     }
@@ -168,6 +173,22 @@ async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
             assert!(ttl > 0, "{name} renewed on its master, ttl {ttl}");
         }
     }
+    // One renewal call per slot per cycle (a script's keys share a slot), each master's calls
+    // in one pipelined write per cycle.
+    let calls: std::collections::BTreeMap<u16, u64> = after
+        .iter()
+        .map(|(port, n)| (*port, n - before.get(port).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let total: u64 = calls.values().sum();
+    let cycles = total as f64 / slots.len() as f64;
+    eprintln!(
+        "renewal of {count} locks over {} slots: {total} calls in 2.5 s ({cycles:.1} cycles of {} calls), per master {calls:?}",
+        slots.len(),
+        slots.len()
+    );
+    assert!(total as usize >= slots.len(), "at least one whole cycle");
+    assert_eq!(calls.len(), 3, "renewal reaches every master");
     for guard in guards {
         guard.unlock().await.unwrap();
     }

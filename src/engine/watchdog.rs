@@ -1,12 +1,14 @@
 //! The watchdog: one background task per client that keeps its watchdog holds alive.
 //!
-//! Every interval it renews each entry of [`Holds`] with watchdog holds, in batched scripts, a
-//! few batches in flight at a time. A reply of 0 means the lock is no longer ours: the entry is
+//! Every interval it renews each entry of [`Holds`] with watchdog holds, in batched scripts: on
+//! one server a few batches in flight at a time, on a cluster each master's batches (one slot
+//! each) in one pipelined write per cycle. A reply of 0 means the lock is no longer ours: the entry is
 //! dropped and its guards are told. A failed call is retried next cycle, but once a whole lease
 //! has passed since the last confirmed renewal the lock is treated as lost too. The same task
 //! ends fixed leases when they run out. Whenever it loses an entry it wakes this client's
 //! waiters of that lock, which may have been counting on the holder's unlock message.
 
+use std::collections::HashMap;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
 use crate::raw::Kind;
 use crate::raw::Protocol;
+use crate::transport::slots::slot_of;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {
@@ -53,12 +56,12 @@ impl Watchdog {
         }
     }
 
-    /// One renewal cycle over every entry with watchdog holds: batches of `batch_size` keys,
-    /// up to [`BATCHES_IN_FLIGHT`] of them sent before the first reply is read.
+    /// One renewal cycle over every entry with watchdog holds, in batches of `batch_size`
+    /// keys of one kind (one script) that the topology lets share a call. On one server up to
+    /// [`BATCHES_IN_FLIGHT`] batches are sent before the first reply is read; on a cluster each
+    /// master gets all its batches in one pipelined write, the masters at once.
     async fn renew_all(&self) {
         let mut snapshot = self.core.holds.renewal_snapshot();
-        let lease_ms = Lease::Watchdog.millis(self.lease);
-        // One call renews holds of one kind (one script), on keys the topology lets share it.
         if snapshot.windows(2).any(|w| w[0].raw != w[1].raw) {
             snapshot.sort_by_key(|n| n.raw as *const Kind as usize);
         }
@@ -67,10 +70,18 @@ impl Watchdog {
             let connection = self.protocol.connection();
             batches.extend(connection.batches(kind, |n| &n.key, self.batch_size));
         }
-        // The owner fields of a batch, formatted into one reused buffer (guards keep owners).
+        if self.protocol.connection().is_cluster() && self.renew_by_node(&batches).await {
+            return;
+        }
+        self.renew_in_flight(&batches).await;
+    }
+
+    /// Renewal on one server (or a cluster whose slot map could not be read): a few batches in
+    /// flight on the watchdog's connection.
+    async fn renew_in_flight(&self, batches: &[&[Arc<Node>]]) {
+        let lease_ms = Lease::Watchdog.millis(self.lease);
         let client_id = self.core.holds.client_id();
         let mut fields = String::new();
-        let mut ends = Vec::new();
         let mut next = 0;
         let mut in_flight: Vec<InFlightBatch> = Vec::with_capacity(BATCHES_IN_FLIGHT);
         let mut broken = false;
@@ -78,17 +89,9 @@ impl Watchdog {
             while !broken && next < batches.len() && in_flight.len() < BATCHES_IN_FLIGHT {
                 let sent_at = Instant::now();
                 let batch = batches[next];
-                fields.clear();
-                ends.clear();
-                for node in batch {
-                    node.owner.write_field(client_id, &mut fields);
-                    ends.push(fields.len());
-                }
-                let starts = std::iter::once(0).chain(ends.iter().copied());
-                let entries: Vec<(&str, &str)> = (batch.iter().zip(starts.zip(&ends)))
-                    .map(|(node, (start, &end))| (&*node.key, &fields[start..end]))
-                    .collect();
-                let call = batch[0].raw.renew(&self.protocol, lease_ms, &entries);
+                let call = with_entries(batch, client_id, &mut fields, |entries| {
+                    batch[0].raw.renew(&self.protocol, lease_ms, entries)
+                });
                 in_flight.push((next, sent_at, call));
                 next += 1;
             }
@@ -96,31 +99,124 @@ impl Watchdog {
                 break;
             }
             let (index, sent_at, result) = next_reply(&mut in_flight).await;
-            match result {
-                Ok(renewed) => self.after_loss(self.core.holds.apply_renewals(
-                    batches[index],
-                    renewed,
-                    sent_at,
-                )),
-                Err(err) => {
-                    tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
-                    let now = Instant::now();
-                    self.after_loss(self.core.holds.expire_unconfirmed(
-                        batches[index],
-                        self.lease,
-                        now,
-                    ));
-                    if crate::error::is_transient(&err) {
-                        // The rest would fail the same way: send no more, check their age.
-                        broken = true;
-                    }
-                }
+            let transient = result
+                .as_ref()
+                .err()
+                .is_some_and(crate::error::is_transient);
+            self.settle(batches[index], result, sent_at);
+            if transient {
+                // The rest would fail the same way: send no more, check their age.
+                broken = true;
             }
         }
         if broken {
             let now = Instant::now();
             for rest in &batches[next..] {
                 self.after_loss(self.core.holds.expire_unconfirmed(rest, self.lease, now));
+            }
+        }
+    }
+
+    /// Renewal on a cluster: the batches of each master in one pipelined write to it, all
+    /// masters at once. A batch whose own answer is an error (`NOSCRIPT` on a promoted replica,
+    /// `MOVED` after a slot moved) is sent again alone, routed by its key. Returns `false`
+    /// (nothing sent) when the slot map cannot be read.
+    async fn renew_by_node(&self, batches: &[&[Arc<Node>]]) -> bool {
+        let mut conn = self.protocol.connection().clone();
+        let Ok(mut ranges) = conn.slot_ranges().await else {
+            return false;
+        };
+        ranges.sort_by_key(|(first, ..)| *first);
+        let node_of = |key: &str| {
+            let slot = slot_of(key);
+            let i = ranges.partition_point(|(first, ..)| *first <= slot);
+            let (first, last, host, port) = ranges.get(i.checked_sub(1)?)?;
+            (*first..=*last)
+                .contains(&slot)
+                .then(|| (host.clone(), *port))
+        };
+        let mut by_node: HashMap<Option<(String, u16)>, Vec<usize>> = HashMap::new();
+        for (i, batch) in batches.iter().enumerate() {
+            by_node.entry(node_of(&batch[0].key)).or_default().push(i);
+        }
+        let lease_ms = Lease::Watchdog.millis(self.lease);
+        let client_id = self.core.holds.client_id();
+        let mut fields = String::new();
+        let mut writes: Vec<NodeWrite> = Vec::new();
+        let mut unplaced = Vec::new();
+        for (node, members) in by_node {
+            let Some((host, port)) = node else {
+                unplaced = members;
+                continue;
+            };
+            let mut pipe = redis::pipe();
+            for &i in &members {
+                let batch = batches[i];
+                let call = with_entries(batch, client_id, &mut fields, |entries| {
+                    batch[0].raw.renew_call(lease_ms, entries)
+                });
+                pipe.add_command(call.cmd);
+            }
+            let mut conn = conn.clone();
+            let sent_at = Instant::now();
+            writes.push(Box::pin(async move {
+                let replies = conn.pipeline_to(&pipe, &host, port).await;
+                (members, sent_at, replies)
+            }));
+        }
+        for (members, sent_at, replies) in join_all(writes).await {
+            let replies = match replies {
+                Ok(replies) => replies,
+                Err(err) => {
+                    for i in members {
+                        self.settle(batches[i], Err(err.clone()), sent_at);
+                    }
+                    continue;
+                }
+            };
+            for (i, reply) in members.into_iter().zip(replies) {
+                let batch = batches[i];
+                let raw = batch[0].raw;
+                let (renewed, sent_at) = match reply {
+                    Ok(value) => (raw.renewed(value, batch.len()), sent_at),
+                    Err(_) => self.renew_alone(batch, &mut fields).await,
+                };
+                self.settle(batch, renewed, sent_at);
+            }
+        }
+        for i in unplaced {
+            let (renewed, sent_at) = self.renew_alone(batches[i], &mut fields).await;
+            self.settle(batches[i], renewed, sent_at);
+        }
+        true
+    }
+
+    /// One batch sent alone, routed by its key; with when it was sent.
+    async fn renew_alone(
+        &self,
+        batch: &[Arc<Node>],
+        fields: &mut String,
+    ) -> (redis::RedisResult<Vec<bool>>, Instant) {
+        let lease_ms = Lease::Watchdog.millis(self.lease);
+        let client_id = self.core.holds.client_id();
+        let sent_at = Instant::now();
+        let call = with_entries(batch, client_id, fields, |entries| {
+            batch[0].raw.renew(&self.protocol, lease_ms, entries)
+        });
+        (call.await, sent_at)
+    }
+
+    /// Applies one batch's answer: confirms or loses its entries, or on an error loses those
+    /// unconfirmed for a whole lease (the rest are tried again next cycle).
+    fn settle(&self, batch: &[Arc<Node>], result: redis::RedisResult<Vec<bool>>, sent_at: Instant) {
+        match result {
+            Ok(renewed) => {
+                self.after_loss(self.core.holds.apply_renewals(batch, renewed, sent_at));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "lock renewal failed; retrying next cycle");
+                let now = Instant::now();
+                self.after_loss(self.core.holds.expire_unconfirmed(batch, self.lease, now));
             }
         }
     }
@@ -144,6 +240,62 @@ const BATCHES_IN_FLIGHT: usize = 4;
 type RenewCall = crate::engine::BoxFuture<'static, redis::RedisResult<Vec<bool>>>;
 /// A batch in flight: its index in the cycle, when it was sent, and the call.
 type InFlightBatch = (usize, Instant, RenewCall);
+
+/// One master's pipelined write of a cycle: the batches it carries, when it was sent, and one
+/// answer per batch.
+type NodeWrite = crate::engine::BoxFuture<
+    'static,
+    (
+        Vec<usize>,
+        Instant,
+        redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>,
+    ),
+>;
+
+/// Awaits every write at once, in no particular order.
+async fn join_all<T>(writes: Vec<crate::engine::BoxFuture<'static, T>>) -> Vec<T> {
+    let mut pending: Vec<Option<crate::engine::BoxFuture<'static, T>>> =
+        writes.into_iter().map(Some).collect();
+    let mut done = Vec::with_capacity(pending.len());
+    std::future::poll_fn(|cx| {
+        for slot in pending.iter_mut() {
+            if let Some(write) = slot {
+                if let Poll::Ready(out) = write.as_mut().poll(cx) {
+                    done.push(out);
+                    *slot = None;
+                }
+            }
+        }
+        if pending.iter().all(Option::is_none) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    done
+}
+
+/// Calls `f` with `batch` as `(key, owner field)` pairs, the fields formatted into `buf` (one
+/// buffer for a whole cycle: guards keep owners, not fields).
+fn with_entries<R>(
+    batch: &[Arc<Node>],
+    client_id: &str,
+    buf: &mut String,
+    f: impl FnOnce(&[(&str, &str)]) -> R,
+) -> R {
+    buf.clear();
+    let mut ends = Vec::with_capacity(batch.len());
+    for node in batch {
+        node.owner.write_field(client_id, buf);
+        ends.push(buf.len());
+    }
+    let starts = std::iter::once(0).chain(ends.iter().copied());
+    let entries: Vec<(&str, &str)> = (batch.iter().zip(starts.zip(&ends)))
+        .map(|(node, (start, &end))| (&*node.key, &buf[start..end]))
+        .collect();
+    f(&entries)
+}
 
 /// Waits for a batch in flight to answer, and takes it out.
 async fn next_reply(

@@ -19,7 +19,7 @@ use redis::RedisResult;
 
 use crate::engine::BoxFuture;
 pub(crate) use protocol::{
-    AcquireArgs, Attempt, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
+    AcquireArgs, Attempt, Call, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
 };
 
 /// A lock kind as the engine keeps it: a thin `&'static Kind` is 8 bytes in every guard and
@@ -34,6 +34,20 @@ impl PartialEq for Kind {
 }
 
 impl Eq for Kind {}
+
+impl Kind {
+    /// Sends the kind's [`renew_call`](RawLock::renew_call) alone: one bool per entry.
+    pub(crate) fn renew(
+        &'static self,
+        protocol: &Protocol,
+        lease_ms: u64,
+        entries: &[(&str, &str)],
+    ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
+        let call = self.renew_call(lease_ms, entries);
+        let (n, mut conn) = (entries.len(), protocol.connection().clone());
+        Box::pin(async move { self.renewed(call.send(&mut conn).await?, n) })
+    }
+}
 
 impl std::ops::Deref for Kind {
     type Target = dyn RawLock;
@@ -118,11 +132,12 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         key: &'a str,
     ) -> BoxFuture<'a, RedisResult<bool>>;
 
-    /// Renews each `(key, field)` still held by its field to `lease_ms`: one bool per entry.
-    fn renew(
-        &self,
-        protocol: &Protocol,
-        lease_ms: u64,
-        entries: &[(&str, &str)],
-    ) -> BoxFuture<'static, RedisResult<Vec<bool>>>;
+    /// The call that renews each `(key, field)` still held by its field to `lease_ms` (keys
+    /// the topology lets share a call). Encoded now, so the watchdog can send it alone or
+    /// pipeline it with others to the same node.
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call;
+
+    /// The answer of a [`renew_call`](RawLock::renew_call) of `entries` entries: one bool per
+    /// entry, `true` renewed.
+    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>>;
 }

@@ -59,6 +59,19 @@ pub(super) fn evalsha(script: &Lua, numkeys: usize, args: usize, bytes: usize) -
     cmd
 }
 
+/// One script call, encoded: what a caller pipelines, or sends alone with [`Call::send`].
+pub(crate) struct Call {
+    pub(crate) script: &'static Lua,
+    pub(crate) cmd: Cmd,
+}
+
+impl Call {
+    /// Sends the call alone (after `NOSCRIPT`, as `EVAL`: see [`invoke`]).
+    pub(crate) async fn send(&self, conn: &mut Connection) -> RedisResult<Value> {
+        invoke(self.script, &self.cmd, conn).await
+    }
+}
+
 /// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran: a restarted or
 /// flushed server, a promoted replica) sends the same call as `EVAL`. That runs on the node the
 /// `EVALSHA` went to (the key's master) and caches the script there, where a `SCRIPT LOAD`

@@ -2,11 +2,11 @@
 //! headed by its KEYS, ARGV and replies), their commands, and its [`RawLock`](super::RawLock)
 //! implementation. `docs/PROTOCOL.md` describes every script and reply.
 
-use redis::{Cmd, FromRedisValue, RedisResult};
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use super::protocol::{
     acquire_latch_ttl, eval_alone, evalsha, invoke, is_no_script, listener_count, short_reply,
-    AcquireArgs, Attempt, Lua, Pipelined, Protocol, Release, UnlockArgs, LATCH_TTL_MS,
+    AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, UnlockArgs, LATCH_TTL_MS,
 };
 
 static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/acquire.lua"));
@@ -136,39 +136,23 @@ async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<boo
     Ok(deleted == 1)
 }
 
-/// Extends each `(key, field)` still held by its field to `lease_ms`. One bool per entry:
-/// `true` renewed, `false` no longer held by that owner.
-///
-/// The command is encoded before the returned future is first polled, so the future
-/// borrows nothing from `entries` and the caller may keep several batches in flight.
-fn renew<'a, I>(
-    p: &Protocol,
-    lease_ms: u64,
-    entries: I,
-) -> impl std::future::Future<Output = RedisResult<Vec<bool>>> + Send + 'static
-where
-    I: IntoIterator<Item = (&'a str, &'a str)>,
-    I::IntoIter: Clone,
-{
-    let entries = entries.into_iter();
-    let (mut n, mut bytes) = (0, 0);
-    for (key, field) in entries.clone() {
-        n += 1;
-        bytes += key.len() + field.len() + 16;
-    }
-    // EVALSHA sha n key1..keyn lease field1..fieldn
+/// `EVALSHA renew n key1..keyn lease field1..fieldn`: extends each `(key, field)` still held
+/// by its field to `lease_ms`.
+fn renew_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
+    let n = entries.len();
+    let bytes: usize = entries.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
     let mut cmd = evalsha(&RENEW, n, 2 * n + 1, bytes);
-    for (key, _) in entries.clone() {
-        cmd.arg(key);
+    for (key, _) in entries {
+        cmd.arg(*key);
     }
     cmd.arg(lease_ms);
     for (_, field) in entries {
-        cmd.arg(field);
+        cmd.arg(*field);
     }
-    let mut conn = p.conn.clone();
-    async move { renewed(invoke(&RENEW, &cmd, &mut conn).await?, n) }
+    cmd
 }
 
+/// One bool per entry of a renewal: `true` renewed, `false` no longer held by that owner.
 fn renewed(replies: Vec<i64>, n: usize) -> RedisResult<Vec<bool>> {
     if replies.len() != n {
         return Err(redis::RedisError::from((
@@ -228,12 +212,14 @@ impl super::RawLock for RLock {
         Box::pin(async move { force_unlock(protocol, key, &self.channel(key)).await })
     }
 
-    fn renew(
-        &self,
-        protocol: &Protocol,
-        lease_ms: u64,
-        entries: &[(&str, &str)],
-    ) -> crate::engine::BoxFuture<'static, RedisResult<Vec<bool>>> {
-        Box::pin(renew(protocol, lease_ms, entries.iter().copied()))
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+        Call {
+            script: &RENEW,
+            cmd: renew_cmd(lease_ms, entries),
+        }
+    }
+
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+        renewed(FromRedisValue::from_redis_value(reply)?, entries)
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use redis::RedisResult;
 
 use super::protocol::{
-    invoke, AcquireArgs, Attempt, Lua, Pipelined, Protocol, Release, UnlockArgs,
+    invoke, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, UnlockArgs,
 };
 use super::rlock::RLOCK;
 use super::{Kind, RawLock, Waiting};
@@ -107,13 +107,12 @@ impl RawLock for FencedSketch {
         RLOCK.force_unlock(protocol, key)
     }
 
-    fn renew(
-        &self,
-        protocol: &Protocol,
-        lease_ms: u64,
-        entries: &[(&str, &str)],
-    ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
-        RLOCK.renew(protocol, lease_ms, entries)
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+        RLOCK.renew_call(lease_ms, entries)
+    }
+
+    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>> {
+        RLOCK.renewed(reply, entries)
     }
 }
 
@@ -174,13 +173,12 @@ macro_rules! rlock_but {
                 RLOCK.force_unlock(protocol, key)
             }
 
-            fn renew(
-                &self,
-                protocol: &Protocol,
-                lease_ms: u64,
-                entries: &[(&str, &str)],
-            ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
-                RLOCK.renew(protocol, lease_ms, entries)
+            fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+                RLOCK.renew_call(lease_ms, entries)
+            }
+
+            fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>> {
+                RLOCK.renewed(reply, entries)
             }
         }
     };

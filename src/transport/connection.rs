@@ -88,6 +88,28 @@ impl Connection {
             .collect()
     }
 
+    /// Sends `pipe` in one write to the cluster node `host:port` (commands whose keys it
+    /// serves), with one answer per command. On a standalone server, to the server.
+    pub(crate) async fn pipeline_to(
+        &mut self,
+        pipe: &Pipeline,
+        host: &str,
+        port: u16,
+    ) -> RedisResult<Vec<RedisResult<Value>>> {
+        let replies = match self {
+            Connection::Standalone(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
+            Connection::Cluster(conn) => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: host.to_string(),
+                    port,
+                };
+                conn.route_pipeline(pipe.clone(), 0, pipe.len(), route)
+                    .await?
+            }
+        };
+        Ok(replies.into_iter().map(Value::extract_error).collect())
+    }
+
     /// Sends `pipe` (commands about `key` only, or keyless ones such as `PUBSUB`) in one write
     /// to `key`'s node, with one answer per command: an error reply fails only its command.
     pub(crate) async fn pipeline_for(
