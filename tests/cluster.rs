@@ -1,6 +1,7 @@
 //! Locks on a real Redis Cluster: 6 nodes (3 masters, 3 replicas) shared by every test of this
 //! binary (`support::cluster`), distinct keys per test. Tests that change the topology take
-//! `RedisCluster::exclusive()` and leave the cluster healthy.
+//! `RedisCluster::exclusive()` and leave the cluster healthy; the others take
+//! `RedisCluster::steady()`, so that none runs through a failover it did not ask for.
 
 mod support;
 
@@ -77,6 +78,7 @@ async fn handover_by_message(name: &str, sharded: bool, adjust: fn(Config) -> Co
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_on_every_master_are_held_and_waited_in_sharded_mode() {
+    let _steady = RedisCluster::steady().await;
     if !server_info().sharded_pubsub {
         skip(
             "locks_on_every_master_are_held_and_waited_in_sharded_mode",
@@ -92,6 +94,7 @@ async fn locks_on_every_master_are_held_and_waited_in_sharded_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_on_every_master_are_held_and_waited_in_classic_mode() {
+    let _steady = RedisCluster::steady().await;
     for master in 0..3 {
         let name = key_on_master("classic", master);
         handover_by_message(&name, false, |c| c.with_publish_mode(PublishMode::Publish)).await;
@@ -100,6 +103,7 @@ async fn locks_on_every_master_are_held_and_waited_in_classic_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_lives_on_its_slots_master_with_redissons_layout() {
+    let _steady = RedisCluster::steady().await;
     let client = client().await;
     let name = key_on_master("layout", 1);
     let guard = client.lock(&name).lock().await.unwrap();
@@ -119,6 +123,7 @@ async fn a_lock_lives_on_its_slots_master_with_redissons_layout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_whose_keys_span_slots_are_refused_before_anything_is_sent() {
+    let _steady = RedisCluster::steady().await;
     let client = client().await;
     for name in ["bad{", "a{}b", "x{y"] {
         let lock = client.lock(name);
@@ -148,6 +153,7 @@ async fn names_whose_keys_span_slots_are_refused_before_anything_is_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
+    let _steady = RedisCluster::steady().await;
     let client = client_with(|c| c.with_watchdog_timeout(Duration::from_millis(1500))).await;
     let count = 2000;
     let mut guards = Vec::with_capacity(count);
@@ -271,6 +277,7 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
 /// on the cluster for its command, `unlock --force` frees a lock held by another client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_works_on_a_cluster() {
+    let _steady = RedisCluster::steady().await;
     let seeds = cluster::get().urls().join(",");
     let rlock = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))

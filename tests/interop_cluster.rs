@@ -56,6 +56,7 @@ scenarios!(
 /// Redisson versions, on one hot lock, then on 100 keys spread over all three masters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_fleet_on_a_cluster_never_overlaps() {
+    let _steady = RedisCluster::steady().await;
     let urls = cluster::get().urls();
     let mut agents = Vec::new();
     for (_, jar) in agent_jars() {
@@ -195,6 +196,7 @@ async fn both_directions(s: &Setup, name: &str) {
 }
 
 async fn wake_ups_cross_languages_on_every_master(jar: &Path) {
+    let _steady = RedisCluster::steady().await;
     let s = setup(jar).await;
     let version = s.java.version().replace('.', "_");
     for master in 0..3 {
@@ -212,8 +214,10 @@ async fn wake_ups_cross_languages_after_a_failover_of_the_locks_master(jar: &Pat
     both_directions(&s, &name).await;
     let slot = names::cluster_slot(&name);
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
-    // Redisson finds the new master by its topology scan (1 s here); this crate by the
-    // demoted master's SUNSUBSCRIBE.
+    // Redisson finds the new master by its topology scan (every 1 s here), and nothing tells
+    // the test when it has: two scans' time, or its first script may go to the demoted node
+    // (and its WAIT fail there). This crate follows the demoted master's SUNSUBSCRIBE.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     both_directions(&s, &name).await;
     s.rust.shutdown().await;
     s.java.shutdown().await;

@@ -91,9 +91,9 @@ pub fn get() -> MutexGuard<'static, RedisCluster> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// Exclusive use for a test that changes the topology (failover, slot moves); others only
-/// read the cluster and can share it.
-static TOPOLOGY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Tests that change the topology (failover, slot moves) take it exclusively; the others share
+/// it, so none of them runs through a failover it did not ask for.
+static TOPOLOGY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 impl RedisCluster {
     /// Starts 6 nodes and forms the cluster; waits for `cluster_state:ok` and one synced
@@ -200,8 +200,13 @@ impl RedisCluster {
 
     /// Takes the cluster for a test that changes its topology (a panicking holder still
     /// lets the next one in).
-    pub async fn exclusive() -> tokio::sync::MutexGuard<'static, ()> {
-        TOPOLOGY.lock().await
+    pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+        TOPOLOGY.write().await
+    }
+
+    /// Shares the cluster with the other tests that keep its topology as it is.
+    pub async fn steady() -> tokio::sync::RwLockReadGuard<'static, ()> {
+        TOPOLOGY.read().await
     }
 
     /// The seed URLs of every node.
@@ -540,29 +545,10 @@ pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) 
     }
 }
 
-/// The cluster slot of `key` (CRC16 of its hash tag, as the server computes it).
+/// The cluster slot of `key` (the crate's own CRC16, which the cluster tests check against
+/// the server's slot map: a key is always found at the master `CLUSTER SLOTS` names).
 pub fn slot_of(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let close = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &bytes[open + 1..open + 1 + close])
-        })
-        .unwrap_or(bytes);
-    let mut crc: u16 = 0;
-    for &byte in tagged {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
+    redisson_lock::names::cluster_slot(key)
 }
 
 /// A key named after `prefix` that lives on the master of `RANGES[master]`.
