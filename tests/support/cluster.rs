@@ -431,11 +431,12 @@ impl Drop for RedisCluster {
     }
 }
 
-/// `n` free loopback ports whose cluster bus port (+10000) is free too, all below 55535;
-/// never the same twice in one process.
+/// `n` free loopback ports whose cluster bus port (+10000) is free too; never the same twice
+/// in one process. All of them, bus ports included, lie below the kernel's ephemeral range
+/// (32768 and up), so no outgoing connection can take one between the pick and the bind.
 pub fn free_ports(n: usize) -> Vec<u16> {
     static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-    let base = 20000 + (std::process::id() % 2000) as u16 * 10;
+    let base = 10000 + (std::process::id() % 1000) as u16 * 12;
     let _ = NEXT.compare_exchange(
         0,
         base,
@@ -445,7 +446,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     let mut ports = Vec::new();
     while ports.len() < n {
         let candidate = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        assert!(candidate < 55535, "no free ports for a cluster");
+        assert!(candidate + 10000 < 32768, "no free ports for a cluster");
         let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
         if free(candidate) && free(candidate + 10000) {
             ports.push(candidate);
