@@ -21,7 +21,6 @@ use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
 use crate::raw::Kind;
 use crate::raw::Protocol;
-use crate::transport::slots::slot_of;
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {
@@ -123,21 +122,13 @@ impl Watchdog {
     /// (nothing sent) when the slot map cannot be read.
     async fn renew_by_node(&self, batches: &[&[Arc<Node>]]) -> bool {
         let mut conn = self.protocol.connection().clone();
-        let Ok(mut ranges) = conn.slot_ranges().await else {
+        let Ok(map) = conn.slot_map().await else {
             return false;
-        };
-        ranges.sort_by_key(|(first, ..)| *first);
-        let node_of = |key: &str| {
-            let slot = slot_of(key);
-            let i = ranges.partition_point(|(first, ..)| *first <= slot);
-            let (first, last, host, port) = ranges.get(i.checked_sub(1)?)?;
-            (*first..=*last)
-                .contains(&slot)
-                .then(|| (host.clone(), *port))
         };
         let mut by_node: HashMap<Option<(String, u16)>, Vec<usize>> = HashMap::new();
         for (i, batch) in batches.iter().enumerate() {
-            by_node.entry(node_of(&batch[0].key)).or_default().push(i);
+            let master = map.master_of(&batch[0].key).cloned();
+            by_node.entry(master).or_default().push(i);
         }
         let lease_ms = Lease::Watchdog.millis(self.lease);
         let client_id = self.core.holds.client_id();

@@ -12,7 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
-use super::slots::{self, Grouping};
+use super::slots::{self, Grouping, SlotMap};
 
 /// The connection scripts and queries are sent on.
 #[derive(Clone)]
@@ -61,11 +61,10 @@ impl Connection {
         reply.extract_error()
     }
 
-    /// The cluster's slot ranges and the master serving each, as `(first, last, host, port)`
-    /// (`CLUSTER SLOTS` from any node); empty on a standalone server.
-    pub(crate) async fn slot_ranges(&mut self) -> RedisResult<Vec<(u16, u16, String, u16)>> {
+    /// The cluster's slot map (`CLUSTER SLOTS` from any node); empty on a standalone server.
+    pub(crate) async fn slot_map(&mut self) -> RedisResult<SlotMap> {
         let Connection::Cluster(conn) = self else {
-            return Ok(Vec::new());
+            return Ok(SlotMap::default());
         };
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("SLOTS");
@@ -83,9 +82,10 @@ impl Connection {
                 let mut master = master.into_iter();
                 let host: String = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
                 let port: u16 = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
-                Ok((first, last, host, port))
+                Ok((first, last, (host, port)))
             })
-            .collect()
+            .collect::<RedisResult<_>>()
+            .map(SlotMap::new)
     }
 
     /// Sends `pipe` in one write to the cluster node `host:port` (commands whose keys it

@@ -1,6 +1,39 @@
 //! Cluster slots: which of the 16384 slots a key hashes to (CRC16 of the key, or of its hash
 //! tag), and batching many keys into calls that a cluster accepts (one slot per call).
 
+/// A master of a cluster, as `host:port`.
+pub(crate) type Master = (String, u16);
+
+/// Which master serves which slots, as `CLUSTER SLOTS` said at one moment.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SlotMap {
+    /// `(first, last, master)`, sorted by first slot.
+    ranges: Vec<(u16, u16, Master)>,
+}
+
+impl SlotMap {
+    pub(crate) fn new(mut ranges: Vec<(u16, u16, Master)>) -> SlotMap {
+        ranges.sort_by_key(|(first, ..)| *first);
+        SlotMap { ranges }
+    }
+
+    /// The master serving `key`'s slot (`None`: a slot nobody serves, as mid-failover).
+    pub(crate) fn master_of(&self, key: &str) -> Option<&Master> {
+        let slot = slot_of(key);
+        let i = self.ranges.partition_point(|(first, ..)| *first <= slot);
+        let (first, last, master) = self.ranges.get(i.checked_sub(1)?)?;
+        (*first..=*last).contains(&slot).then_some(master)
+    }
+
+    /// Every master serving a slot, each once.
+    pub(crate) fn masters(&self) -> Vec<&Master> {
+        let mut masters: Vec<&Master> = self.ranges.iter().map(|(.., m)| m).collect();
+        masters.sort();
+        masters.dedup();
+        masters
+    }
+}
+
 /// How keys may share one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Grouping {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-use crate::transport::slots::slot_of;
+use crate::transport::slots::{Master, SlotMap};
 use crate::transport::Connection;
 
 /// How often the slot map is read again even when nothing said it changed (Redisson's
@@ -36,7 +36,7 @@ const REREAD: Duration = Duration::from_millis(100);
 const DISBELIEVE: Duration = Duration::from_secs(3);
 
 /// A master, as `host:port`.
-type Node = (String, u16);
+type Node = Master;
 
 /// Which link an event comes from: its node, and its number (a link that dropped is replaced
 /// by a new one to the same node; the old one's last words must not touch the new one).
@@ -74,8 +74,8 @@ pub(super) struct Router {
     commands: mpsc::UnboundedReceiver<Command>,
     events: mpsc::UnboundedSender<Event>,
     inbox: mpsc::UnboundedReceiver<Event>,
-    /// Slot ranges and their masters, sorted by first slot.
-    slots: Vec<(u16, u16, Node)>,
+    /// Which master serves which slots.
+    slots: SlotMap,
     links: HashMap<Node, LinkHandle>,
     next_link: u64,
     connect_timeout: Duration,
@@ -102,7 +102,7 @@ impl Router {
             commands,
             events,
             inbox,
-            slots: Vec::new(),
+            slots: SlotMap::default(),
             links: HashMap::new(),
             next_link: 0,
             connect_timeout,
@@ -216,24 +216,13 @@ impl Router {
     }
 
     async fn read_slots(&mut self) -> redis::RedisResult<()> {
-        let mut slots: Vec<(u16, u16, Node)> = self
-            .conn
-            .slot_ranges()
-            .await?
-            .into_iter()
-            .map(|(first, last, host, port)| (first, last, (host, port)))
-            .collect();
-        slots.sort_by_key(|(first, ..)| *first);
-        self.slots = slots;
+        self.slots = self.conn.slot_map().await?;
         Ok(())
     }
 
     /// The master serving `channel`'s slot, per the slot map.
     fn node_of(&self, channel: &str) -> Option<Node> {
-        let slot = slot_of(channel);
-        let i = self.slots.partition_point(|(first, ..)| *first <= slot);
-        let (first, last, node) = self.slots.get(i.checked_sub(1)?)?;
-        (*first..=*last).contains(&slot).then(|| node.clone())
+        self.slots.master_of(channel).cloned()
     }
 
     /// Subscribes `channels` at their masters, opening links as needed.
@@ -287,7 +276,7 @@ impl Router {
             }
         }
         // Links to nodes that no longer serve a slot (demoted, gone) are closed.
-        let masters: HashSet<Node> = self.slots.iter().map(|(.., n)| n.clone()).collect();
+        let masters: HashSet<Node> = self.slots.masters().into_iter().cloned().collect();
         // (Dropping a handle ends its link, whose loss report then finds it replaced.)
         self.links.retain(|node, _| masters.contains(node));
         if !moving.is_empty() {

@@ -34,14 +34,8 @@ impl Endpoint {
         match self {
             Endpoint::Fixed(info) => Ok(info.clone()),
             Endpoint::AnyMaster { base, conn, turn } => {
-                let mut masters: Vec<(String, u16)> = conn
-                    .slot_ranges()
-                    .await?
-                    .into_iter()
-                    .map(|(_, _, host, port)| (host, port))
-                    .collect();
-                masters.sort();
-                masters.dedup();
+                let map = conn.slot_map().await?;
+                let masters = map.masters();
                 if masters.is_empty() {
                     return Err(redis::RedisError::from((
                         redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
