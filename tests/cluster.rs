@@ -151,45 +151,106 @@ async fn names_whose_keys_span_slots_are_refused_before_anything_is_sent() {
     client.shutdown().await;
 }
 
+/// `INFO stats` `total_reads_processed` per running node port: read events the node handled.
+fn reads_processed() -> std::collections::HashMap<u16, u64> {
+    cluster::get()
+        .nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(|n| {
+            let info: String = n.cmd(&["INFO", "stats"]).unwrap_or_default();
+            let reads = info
+                .lines()
+                .find_map(|l| l.strip_prefix("total_reads_processed:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            (n.port, reads)
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
+    use futures::StreamExt;
     let _steady = RedisCluster::steady().await;
     let client = client_with(|c| c.with_watchdog_timeout(Duration::from_millis(1500))).await;
-    let count = 2000;
-    let mut guards = Vec::with_capacity(count);
-    for i in 0..count {
-        guards.push(client.lock(format!("renew-{i}")).lock().await.unwrap());
-    }
+    let count = 10_000;
+    let acquiring = Instant::now();
+    let guards: Vec<_> = futures::stream::iter(0..count)
+        .map(|i| {
+            let lock = client.lock(format!("renew-{i}"));
+            async move { lock.lock().await.unwrap() }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    eprintln!("{count} locks acquired in {:?}", acquiring.elapsed());
     assert_eq!(client.renewed_locks(), count);
     let slots: std::collections::HashSet<u16> = (0..count)
         .map(|i| names::cluster_slot(&format!("renew-{i}")))
         .collect();
     let before = cluster::get().command_calls("evalsha");
-    // Several cycles (500 ms apart): every lock is still held, each by its guard.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let reads_before = reads_processed();
+    // Several cycles (500 ms apart), five leases' worth of the 1.5 s lease without which the
+    // locks would have expired: every lock still held, each by its guard.
+    let window = Duration::from_millis(2500);
+    tokio::time::sleep(window).await;
     let after = cluster::get().command_calls("evalsha");
-    for guard in &guards {
-        assert!(!guard.is_lost(), "{} lost", guard.name());
-    }
+    let reads_after = reads_processed();
+    let lost: Vec<&str> = guards
+        .iter()
+        .filter(|g| g.is_lost())
+        .map(|g| g.name())
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {count} lost: {:?}...",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
     {
+        // Every key at its master, in one pipeline per master: all still there, each with a
+        // TTL only renewal can have kept above zero.
         let cluster = cluster::get();
-        for i in (0..count).step_by(97) {
+        let mut by_master: std::collections::HashMap<u16, Vec<String>> = Default::default();
+        for i in 0..count {
             let name = format!("renew-{i}");
-            let ttl: i64 = cluster.master_of(&name).cmd(&["PTTL", &name]).unwrap();
-            assert!(ttl > 0, "{name} renewed on its master, ttl {ttl}");
+            by_master
+                .entry(cluster.master_of(&name).port)
+                .or_default()
+                .push(name);
+        }
+        for (port, names) in by_master {
+            let mut pipe = redis::pipe();
+            for name in &names {
+                pipe.cmd("PTTL").arg(name);
+            }
+            let ttls: Vec<i64> = pipe.query(&mut cluster.node(port).conn().unwrap()).unwrap();
+            for (name, ttl) in names.iter().zip(ttls) {
+                assert!(ttl > 0, "{name} renewed on its master, ttl {ttl}");
+            }
         }
     }
     // One renewal call per slot per cycle (a script's keys share a slot), each master's calls
-    // in one pipelined write per cycle.
-    let calls: std::collections::BTreeMap<u16, u64> = after
-        .iter()
-        .map(|(port, n)| (*port, n - before.get(port).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n > 0)
-        .collect();
+    // in one pipelined write per cycle (which the master reads in a few read events).
+    let delta = |a: &std::collections::HashMap<u16, u64>,
+                 b: &std::collections::HashMap<u16, u64>| {
+        b.iter()
+            .map(|(port, n)| (*port, n - a.get(port).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect::<std::collections::BTreeMap<u16, u64>>()
+    };
+    let calls = delta(&before, &after);
     let total: u64 = calls.values().sum();
     let cycles = total as f64 / slots.len() as f64;
+    let reads: std::collections::BTreeMap<u16, f64> = delta(&reads_before, &reads_after)
+        .into_iter()
+        .filter(|(port, _)| calls.contains_key(port))
+        .map(|(port, n)| (port, n as f64 / cycles))
+        .collect();
     eprintln!(
-        "renewal of {count} locks over {} slots: {total} calls in 2.5 s ({cycles:.1} cycles of {} calls), per master {calls:?}",
+        "renewal of {count} locks over {} slots: {total} calls in {window:?} ({cycles:.1} cycles \
+         of {} calls); calls per master {calls:?}; read events per master per cycle {reads:.1?}",
         slots.len(),
         slots.len()
     );

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
+use crate::raw::protocol::is_no_script;
 use crate::raw::Kind;
 use crate::raw::Protocol;
 
@@ -117,9 +118,10 @@ impl Watchdog {
     }
 
     /// Renewal on a cluster: the batches of each master in one pipelined write to it, all
-    /// masters at once. A batch whose own answer is an error (`NOSCRIPT` on a promoted replica,
-    /// `MOVED` after a slot moved) is sent again alone, routed by its key. Returns `false`
-    /// (nothing sent) when the slot map cannot be read.
+    /// masters at once. The batches a master answers `NOSCRIPT` (a promoted replica, a
+    /// restarted node: nothing ran) go to it again as `EVAL`, again in one write; a batch
+    /// whose answer is another error (`MOVED` after a slot moved) is sent again alone, routed
+    /// by its key. Returns `false` (nothing sent) when the slot map cannot be read.
     async fn renew_by_node(&self, batches: &[&[Arc<Node>]]) -> bool {
         let mut conn = self.protocol.connection().clone();
         let Ok(map) = conn.slot_map().await else {
@@ -133,49 +135,58 @@ impl Watchdog {
         let lease_ms = Lease::Watchdog.millis(self.lease);
         let client_id = self.core.holds.client_id();
         let mut fields = String::new();
-        let mut writes: Vec<NodeWrite> = Vec::new();
-        let mut unplaced = Vec::new();
-        for (node, members) in by_node {
-            let Some((host, port)) = node else {
-                unplaced = members;
-                continue;
-            };
-            let mut pipe = redis::pipe();
-            for &i in &members {
-                let batch = batches[i];
-                let call = with_entries(batch, client_id, &mut fields, |entries| {
-                    batch[0].raw.renew_call(lease_ms, entries)
-                });
-                pipe.add_command(call.cmd);
-            }
-            let mut conn = conn.clone();
-            let sent_at = Instant::now();
-            writes.push(Box::pin(async move {
-                let replies = conn.pipeline_to(&pipe, &host, port).await;
-                (members, sent_at, replies)
-            }));
-        }
-        for (members, sent_at, replies) in join_all(writes).await {
-            let replies = match replies {
-                Ok(replies) => replies,
-                Err(err) => {
-                    for i in members {
-                        self.settle(batches[i], Err(err.clone()), sent_at);
-                    }
+        let mut round: Vec<_> = by_node.into_iter().collect();
+        let mut alone = Vec::new();
+        for as_eval in [false, true] {
+            let mut writes: Vec<NodeWrite> = Vec::new();
+            for (node, members) in round.drain(..) {
+                let Some((host, port)) = node else {
+                    alone.extend(members);
                     continue;
-                }
-            };
-            for (i, reply) in members.into_iter().zip(replies) {
-                let batch = batches[i];
-                let raw = batch[0].raw;
-                let (renewed, sent_at) = match reply {
-                    Ok(value) => (raw.renewed(value, batch.len()), sent_at),
-                    Err(_) => self.renew_alone(batch, &mut fields).await,
                 };
-                self.settle(batch, renewed, sent_at);
+                let mut pipe = redis::pipe();
+                for &i in &members {
+                    let batch = batches[i];
+                    let call = with_entries(batch, client_id, &mut fields, |entries| {
+                        batch[0].raw.renew_call(lease_ms, entries)
+                    });
+                    pipe.add_command(if as_eval { call.as_eval() } else { call.cmd });
+                }
+                let mut conn = conn.clone();
+                let sent_at = Instant::now();
+                writes.push(Box::pin(async move {
+                    let replies = conn.pipeline_to(&pipe, &host, port).await;
+                    ((host, port), members, sent_at, replies)
+                }));
+            }
+            for (node, members, sent_at, replies) in crate::engine::join_all(writes).await {
+                let replies = match replies {
+                    Ok(replies) => replies,
+                    Err(err) => {
+                        for i in members {
+                            self.settle(batches[i], Err(err.clone()), sent_at);
+                        }
+                        continue;
+                    }
+                };
+                let mut unknown_script = Vec::new();
+                for (i, reply) in members.into_iter().zip(replies) {
+                    let batch = batches[i];
+                    match reply {
+                        Ok(value) => {
+                            let renewed = batch[0].raw.renewed(value, batch.len());
+                            self.settle(batch, renewed, sent_at);
+                        }
+                        Err(err) if !as_eval && is_no_script(&err) => unknown_script.push(i),
+                        Err(_) => alone.push(i),
+                    }
+                }
+                if !unknown_script.is_empty() {
+                    round.push((Some(node), unknown_script));
+                }
             }
         }
-        for i in unplaced {
+        for i in alone {
             let (renewed, sent_at) = self.renew_alone(batches[i], &mut fields).await;
             self.settle(batches[i], renewed, sent_at);
         }
@@ -232,40 +243,17 @@ type RenewCall = crate::engine::BoxFuture<'static, redis::RedisResult<Vec<bool>>
 /// A batch in flight: its index in the cycle, when it was sent, and the call.
 type InFlightBatch = (usize, Instant, RenewCall);
 
-/// One master's pipelined write of a cycle: the batches it carries, when it was sent, and one
-/// answer per batch.
+/// One master's pipelined write of a cycle: the master, the batches it carries, when it was
+/// sent, and one answer per batch.
 type NodeWrite = crate::engine::BoxFuture<
     'static,
     (
+        (String, u16),
         Vec<usize>,
         Instant,
         redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>,
     ),
 >;
-
-/// Awaits every write at once, in no particular order.
-async fn join_all<T>(writes: Vec<crate::engine::BoxFuture<'static, T>>) -> Vec<T> {
-    let mut pending: Vec<Option<crate::engine::BoxFuture<'static, T>>> =
-        writes.into_iter().map(Some).collect();
-    let mut done = Vec::with_capacity(pending.len());
-    std::future::poll_fn(|cx| {
-        for slot in pending.iter_mut() {
-            if let Some(write) = slot {
-                if let Poll::Ready(out) = write.as_mut().poll(cx) {
-                    done.push(out);
-                    *slot = None;
-                }
-            }
-        }
-        if pending.iter().all(Option::is_none) {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    done
-}
 
 /// Calls `f` with `batch` as `(key, owner field)` pairs, the fields formatted into `buf` (one
 /// buffer for a whole cycle: guards keep owners, not fields).

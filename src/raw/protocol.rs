@@ -70,6 +70,12 @@ impl Call {
     pub(crate) async fn send(&self, conn: &mut Connection) -> RedisResult<Value> {
         invoke(self.script, &self.cmd, conn).await
     }
+
+    /// The call as `EVAL` with the script's text: what to pipeline again to a node that
+    /// answered `NOSCRIPT` (which caches the script there).
+    pub(crate) fn as_eval(&self) -> Cmd {
+        self.script.eval_instead(&self.cmd)
+    }
 }
 
 /// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran: a restarted or
