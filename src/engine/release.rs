@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::handoff::{Handoffs, Offer};
 use crate::engine::holds::{Holds, LostHold};
 use crate::engine::request::Unsettled;
+use crate::engine::{join_all, BoxFuture};
 use crate::names;
 use crate::raw::protocol::resend_deadline;
 use crate::raw::Kind;
@@ -73,9 +74,17 @@ impl SpentLatches {
         let batches = protocol
             .connection()
             .batches(&mut spent, |l| l, LATCHES_PER_DEL);
+        // All at once: what is queued for one node goes out in one write (on a cluster, each
+        // slot's `DEL` is its own command, and each node gets its own in one go).
+        let deletes = batches
+            .into_iter()
+            .map(|batch| -> BoxFuture<'_, _> {
+                Box::pin(async move { (batch, protocol.delete_latches(batch).await) })
+            })
+            .collect();
         let mut swept = true;
-        for batch in batches {
-            if !swept || protocol.delete_latches(batch).await.is_err() {
+        for (batch, deleted) in join_all(deletes).await {
+            if deleted.is_err() {
                 swept = false;
                 self.pending.lock().extend_from_slice(batch);
             }
