@@ -46,6 +46,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 const LATCH_SWEEP: Duration = Duration::from_millis(50);
 /// Most latches one `DEL` names.
 const LATCHES_PER_DEL: usize = 512;
+/// `DEL`s of a sweep sent before the first answer is awaited.
+const DELS_IN_FLIGHT: usize = 64;
 
 /// Unlock latches whose answers have been read, waiting for the next sweep.
 #[derive(Default)]
@@ -74,19 +76,22 @@ impl SpentLatches {
         let batches = protocol
             .connection()
             .batches(&mut spent, |l| l, LATCHES_PER_DEL);
-        // All at once: what is queued for one node goes out in one write (on a cluster, each
-        // slot's `DEL` is its own command, and each node gets its own in one go).
-        let deletes = batches
-            .into_iter()
-            .map(|batch| -> BoxFuture<'_, _> {
-                Box::pin(async move { (batch, protocol.delete_latches(batch).await) })
-            })
-            .collect();
+        // [`DELS_IN_FLIGHT`] at once: what is queued for one node goes out in one write (on a
+        // cluster each slot's `DEL` is its own command), without a future per slot held at
+        // once (thousands after a burst of acquires over many slots).
         let mut swept = true;
-        for (batch, deleted) in join_all(deletes).await {
-            if deleted.is_err() {
-                swept = false;
-                self.pending.lock().extend_from_slice(batch);
+        for group in batches.chunks(DELS_IN_FLIGHT) {
+            let deletes = group
+                .iter()
+                .map(|batch| -> BoxFuture<'_, _> {
+                    Box::pin(async move { (*batch, protocol.delete_latches(batch).await) })
+                })
+                .collect();
+            for (batch, deleted) in join_all(deletes).await {
+                if deleted.is_err() {
+                    swept = false;
+                    self.pending.lock().extend_from_slice(batch);
+                }
             }
         }
         swept
