@@ -155,7 +155,7 @@ impl Watchdog {
                 let mut conn = conn.clone();
                 let sent_at = Instant::now();
                 writes.push(Box::pin(async move {
-                    let replies = conn.pipeline_to(&pipe, &host, port).await;
+                    let replies = conn.pipeline_to(pipe, &host, port).await;
                     ((host, port), members, sent_at, replies)
                 }));
             }
