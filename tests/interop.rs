@@ -15,7 +15,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,30 +39,7 @@ const STAYS_OUT: Duration = Duration::from_millis(500);
 // ---------------------------------------------------------------------------------------------
 // One test per Redisson version per scenario.
 
-/// One module of tests for one Redisson version: `$module::$scenario` runs `$scenario(jar)`.
-macro_rules! version_tests {
-    ($module:ident, $version:literal, [$($scenario:ident),* $(,)?]) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(&super::jar($version)).await;
-                }
-            )*
-        }
-    };
-}
-
-/// Every scenario, once per version in `interop/versions.txt` (kept in step with the file by
-/// `the_generated_versions_are_the_built_ones`).
-macro_rules! scenarios {
-    ($($scenario:ident),* $(,)?) => {
-        version_tests!(redisson_3_23_4, "3.23.4", [$($scenario),*]);
-        version_tests!(redisson_4_7_0, "4.7.0", [$($scenario),*]);
-    };
-}
-
-scenarios!(
+support::java::scenarios!(
     java_holds_rust_cannot_acquire_and_sees_the_java_field,
     java_unlock_wakes_a_rust_waiter_by_message,
     rust_unlock_wakes_a_java_waiter_by_message_and_not_before,
@@ -82,14 +59,6 @@ scenarios!(
     a_killed_jvm_holder_is_outwaited_by_its_last_renewed_lease,
     a_busy_rust_relay_with_hand_offs_does_not_starve_a_java_waiter,
 );
-
-fn jar(version: &str) -> PathBuf {
-    agent_jars()
-        .into_iter()
-        .find(|(v, _)| v == version)
-        .map(|(_, jar)| jar)
-        .unwrap_or_else(|| panic!("no agent jar for Redisson {version} (interop/versions.txt)"))
-}
 
 #[test]
 fn the_generated_versions_are_the_built_ones() {

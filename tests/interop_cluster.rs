@@ -7,7 +7,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{names, LockClient};
@@ -19,35 +19,7 @@ use support::server_info;
 const LONG_LEASE_MS: u64 = 30_000;
 const PROMPT: Duration = Duration::from_secs(5);
 
-fn jar(version: &str) -> PathBuf {
-    agent_jars()
-        .into_iter()
-        .find(|(v, _)| v == version)
-        .map(|(_, jar)| jar)
-        .unwrap_or_else(|| panic!("no agent jar for Redisson {version} (interop/versions.txt)"))
-}
-
-macro_rules! version_tests {
-    ($module:ident, $version:literal, [$($scenario:ident),* $(,)?]) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(&super::jar($version)).await;
-                }
-            )*
-        }
-    };
-}
-
-macro_rules! scenarios {
-    ($($scenario:ident),* $(,)?) => {
-        version_tests!(redisson_3_23_4, "3.23.4", [$($scenario),*]);
-        version_tests!(redisson_4_7_0, "4.7.0", [$($scenario),*]);
-    };
-}
-
-scenarios!(
+support::java::scenarios!(
     wake_ups_cross_languages_on_every_master,
     wake_ups_cross_languages_after_a_failover_of_the_locks_master,
 );

@@ -77,6 +77,44 @@ pub fn agent_jars() -> Vec<(String, PathBuf)> {
     .clone()
 }
 
+/// The agent jar of Redisson `version` (one of `interop/versions.txt`).
+pub fn jar(version: &str) -> PathBuf {
+    agent_jars()
+        .into_iter()
+        .find(|(v, _)| v == version)
+        .map(|(_, jar)| jar)
+        .unwrap_or_else(|| panic!("no agent jar for Redisson {version} (interop/versions.txt)"))
+}
+
+#[allow(unused_macros)]
+/// One module of tests for one Redisson version: `$module::$scenario` runs
+/// `$scenario(&jar)` of the calling file with that version's agent jar.
+macro_rules! version_tests {
+    ($module:ident, $version:literal, [$($scenario:ident),* $(,)?]) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(&$crate::support::java::jar($version)).await;
+                }
+            )*
+        }
+    };
+}
+
+#[allow(unused_macros)]
+/// Every scenario, once per version in `interop/versions.txt` (kept in step with the file by
+/// interop.rs's `the_generated_versions_are_the_built_ones`).
+macro_rules! scenarios {
+    ($($scenario:ident),* $(,)?) => {
+        $crate::support::java::version_tests!(redisson_3_23_4, "3.23.4", [$($scenario),*]);
+        $crate::support::java::version_tests!(redisson_4_7_0, "4.7.0", [$($scenario),*]);
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use {scenarios, version_tests};
+
 /// An exception thrown by the Java side (causes of `ExecutionException` already unwrapped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JavaError {
