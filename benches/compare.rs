@@ -10,15 +10,20 @@
 //! `docs/BENCHMARKS.md`. This binary is the orchestrator; direct use:
 //!
 //! ```text
-//! compare --redis redis://127.0.0.1:PORT [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4]
-//! compare --p4-child crate|floor --redis URL --locks N --watchdog-ms MS   (internal: one P4 run)
+//! compare --redis redis://127.0.0.1:PORT [--cluster URL,URL,...] [--quick] [--java-jar VERSION=PATH]...
+//!         [--only p1,p2,p3,p4]
+//! compare --p4-child crate|floor (--redis URL | --cluster URLS) --locks N --watchdog-ms MS
+//!         (internal: one P4 run)
 //! ```
+//!
+//! With `--cluster` (the URLs of a cluster's masters), every scenario runs again against the
+//! cluster, after the standalone ones, into a second table.
 //!
 //! Per-rep figures go to stderr as they come; the markdown table goes to stdout.
 //!
 //! This file holds the plan and `main` (arguments, the order of the scenarios); the rest is in
-//! `benches/compare/`: `stats`, `redis_util`, `floor`, `scenarios` (P1-P3), `p4`, `java`,
-//! `report`.
+//! `benches/compare/`: `stats`, `redis_util`, `target` (standalone or cluster), `floor`,
+//! `scenarios` (P1-P3), `p4`, `java`, `report`.
 
 #[path = "compare/floor.rs"]
 mod floor;
@@ -34,6 +39,8 @@ mod report;
 mod scenarios;
 #[path = "compare/stats.rs"]
 mod stats;
+#[path = "compare/target.rs"]
+mod target;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -44,10 +51,10 @@ use serde_json::Value;
 
 use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
-use redis_util::flushall;
 use report::table;
-use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, PLAIN};
+use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, P3_KEY, PLAIN};
 use stats::Results;
+use target::Target;
 
 // ---------------------------------------------------------------------------------------------
 // Plan
@@ -125,6 +132,7 @@ impl Plan {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut url = None;
+    let mut cluster: Option<Vec<String>> = None;
     let mut quick = false;
     let mut jars = Vec::new();
     let mut only: Option<Vec<String>> = None;
@@ -136,6 +144,15 @@ fn main() {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--redis" => url = args.next(),
+            "--cluster" => {
+                cluster = Some(
+                    args.next()
+                        .expect("--cluster URL,URL,...")
+                        .split(',')
+                        .map(|s| s.trim().to_string())
+                        .collect(),
+                )
+            }
             "--quick" => quick = true,
             "--bench" => {} // passed by `cargo bench`
             "--java-jar" => {
@@ -169,36 +186,72 @@ fn main() {
             other => unknown.push(other.to_string()),
         }
     }
-    let Some(url) = url else {
+    let single = url.map(Target::Single);
+    let cluster = cluster.map(Target::Cluster);
+    if single.is_none() && cluster.is_none() {
         // `cargo test --all-targets` runs this binary too: benchmarks are not tests, and
         // without a server there is nothing to measure.
         eprintln!("compare: no --redis URL, nothing to do (run scripts/bench.sh [--quick])");
         return;
-    };
+    }
     if !unknown.is_empty() {
         eprintln!("compare: unknown arguments {unknown:?}");
-        eprintln!("usage: compare --redis URL [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4] [--rust crate,floor]");
+        eprintln!("usage: compare --redis URL [--cluster URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4] [--rust crate,floor]");
         std::process::exit(2);
     }
     if let Some(imp) = child {
-        p4_child(&imp, &url, locks, watchdog_ms);
+        p4_child(&imp, cluster.or(single).unwrap(), locks, watchdog_ms);
         return;
     }
-    let wants = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
     let plan = Plan::new(quick);
-    let mut results = Results::default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let rust: Vec<&str> = rust_impls.iter().map(|s| s.as_str()).collect();
-    let rust = rust.as_slice();
-    let java_name = |j: &Java| format!("redisson-{}", j.version);
+    let javas: Vec<String> = jars.iter().map(java_name).collect();
     let t0 = Instant::now();
+    let both = single.is_some() && cluster.is_some();
+    let mut out = String::new();
+    for target in [single, cluster].into_iter().flatten() {
+        let results = run(&plan, &rt, &target, &rust, &jars, only.as_deref());
+        if both {
+            out.push_str(&match &target {
+                Target::Single(_) => "### Standalone\n\n".to_string(),
+                Target::Cluster(m) => {
+                    format!("\n### Redis Cluster: {} masters, no replicas\n\n", m.len())
+                }
+            });
+        }
+        out.push_str(&table(&plan, &results, &javas, target.is_cluster()));
+    }
+    eprintln!("all scenarios done in {:.0} s", t0.elapsed().as_secs_f64());
+    print!("{out}");
+}
+
+fn java_name(j: &Java) -> String {
+    format!("redisson-{}", j.version)
+}
+
+/// Every scenario the plan asks for, against one target.
+fn run(
+    plan: &Plan,
+    rt: &tokio::runtime::Runtime,
+    target: &Target,
+    rust: &[&str],
+    jars: &[Java],
+    only: Option<&[String]>,
+) -> Results {
+    let wants = |s: &str| only.is_none_or(|o| o.iter().any(|x| x == s));
+    let mut results = Results::default();
+    // The round trip is measured to the node holding P3's key (any node for P1/P2).
+    let url = target.node_of(P3_KEY);
+    let java_url = target.java_url(P3_KEY);
+    eprintln!("== against {target:?}");
 
     {
-        let (p50, p99) = in_task(&rt, round_trip(url.clone(), 3000));
+        let (p50, p99) = in_task(rt, round_trip(url.clone(), 3000));
         results.add("rtt.p50_us", "floor", p50);
         results.add("rtt.p99_us", "floor", p99);
     }
@@ -207,7 +260,7 @@ fn main() {
     // the Rust ones: a slow drift of the shared machine then hits every implementation alike.
     let mut servers: Vec<(String, Driven)> = Vec::new();
     if wants("p1") || wants("p2") {
-        for j in &jars {
+        for j in jars {
             eprintln!(
                 "P1/P2: starting {} (JVM warm-up {:?})",
                 java_name(j),
@@ -218,13 +271,13 @@ fn main() {
                 plan.java_warmup.as_millis().to_string(),
                 plan.p2_owners.to_string(),
             ];
-            let mut server = Driven::start(java_command(j, &url, &args));
+            let mut server = Driven::start(java_command(j, &java_url, &args));
             server
                 .expect("ready", plan.java_warmup + Duration::from_secs(120))
                 .expect("the JVM never became ready");
             servers.push((java_name(j), server));
         }
-        flushall(&url);
+        target.flushall();
     }
     let java_timeout = Duration::from_secs(120);
 
@@ -235,19 +288,24 @@ fn main() {
         );
         for _ in 0..plan.reps {
             for imp in rust {
-                let run = p1(imp.to_string(), url.clone(), plan.p1_warmup, plan.p1_iters);
-                let (p50, p99, cpu) = in_task(&rt, run);
+                let run = p1(
+                    imp.to_string(),
+                    target.clone(),
+                    plan.p1_warmup,
+                    plan.p1_iters,
+                );
+                let (p50, p99, cpu) = in_task(rt, run);
                 results.add("p1.p50_us", imp, p50);
                 results.add("p1.p99_us", imp, p99);
                 results.add("p1.cpu_us", imp, cpu);
-                flushall(&url);
+                target.flushall();
             }
             for (imp, server) in &mut servers {
                 let request = format!("p1 {} {}", plan.p1_iters, JAVA_REP_WARMUP_MS);
                 for v in server.request(&request, java_timeout) {
                     record_java(&mut results, imp, &v);
                 }
-                flushall(&url);
+                target.flushall();
             }
         }
     }
@@ -259,11 +317,16 @@ fn main() {
         );
         for _ in 0..plan.reps {
             for imp in rust {
-                let (ops, cpu) =
-                    rt.block_on(p2(imp, &url, plan.p2_owners, plan.p2_warmup, plan.p2_secs));
+                let (ops, cpu) = rt.block_on(p2(
+                    imp,
+                    target,
+                    plan.p2_owners,
+                    plan.p2_warmup,
+                    plan.p2_secs,
+                ));
                 results.add("p2.ops", imp, ops);
                 results.add("p2.cpu_us", imp, cpu);
-                flushall(&url);
+                target.flushall();
             }
             for (imp, server) in &mut servers {
                 for kind in ["p2", "p2async"] {
@@ -275,7 +338,7 @@ fn main() {
                     for v in server.request(&request, java_timeout) {
                         record_java(&mut results, imp, &v);
                     }
-                    flushall(&url);
+                    target.flushall();
                 }
             }
         }
@@ -297,7 +360,7 @@ fn main() {
                 if !counting {
                     // The round trip P3 is judged in, measured beside it: one measurement at
                     // the start was seen anywhere from 13 to 40 µs on a shared machine.
-                    let (p50, p99) = in_task(&rt, round_trip(url.clone(), 1000));
+                    let (p50, p99) = in_task(rt, round_trip(url.clone(), 1000));
                     results.add("rtt.p50_us", "floor", p50);
                     results.add("rtt.p99_us", "floor", p99);
                 }
@@ -314,16 +377,17 @@ fn main() {
                     } else {
                         plan.p3_handoffs
                     };
-                    let r = rt.block_on(p3(imp, &url, n, plan.p3_warmup, handoffs, hold, counting));
+                    let r =
+                        rt.block_on(p3(imp, target, n, plan.p3_warmup, handoffs, hold, counting));
                     record_p3(&mut results, n, imp, &r);
-                    flushall(&url);
+                    target.flushall();
                 }
             }
         }
         // Redisson: every N in one JVM per version, after a warm-up of hand-offs as long as the
         // JVM warm-up (a hand-off takes about the 2-3 ms hold). Only one client is alive while
         // the commands are counted.
-        for j in &jars {
+        for j in jars {
             eprintln!("P3: {} (JVM warm-up {:?})", java_name(j), plan.java_warmup);
             let ns: Vec<String> = plan.p3_ns.iter().map(|n| n.to_string()).collect();
             let jvm_warmup_handoffs = (plan.java_warmup.as_millis() / 3).max(100);
@@ -338,10 +402,10 @@ fn main() {
                 plan.p3_count_handoffs.to_string(),
             ];
             let imp = java_name(j);
-            for v in run_java(j, &url, &args) {
+            for v in run_java(j, &java_url, &args) {
                 record_java(&mut results, &imp, &v);
             }
-            flushall(&url);
+            target.flushall();
         }
     }
 
@@ -350,22 +414,26 @@ fn main() {
         for &count in &plan.p4_counts {
             for imp in rust {
                 let mut cmd = Command::new(&exe);
-                cmd.args(["--p4-child", imp, "--redis", &url])
-                    .args(["--locks", &count.to_string()])
+                cmd.args(["--p4-child", imp]);
+                match target {
+                    Target::Single(url) => cmd.args(["--redis", url]),
+                    Target::Cluster(masters) => cmd.args(["--cluster", &masters.join(",")]),
+                };
+                cmd.args(["--locks", &count.to_string()])
                     .args(["--watchdog-ms", &plan.p4_watchdog_ms.to_string()])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit());
-                run_p4(&plan, &mut results, imp, cmd, &url, count);
+                run_p4(plan, &mut results, imp, cmd, target, count);
             }
-            for j in &jars {
+            for j in jars {
                 let args = [
                     "p4".to_string(),
                     count.to_string(),
                     plan.p4_watchdog_ms.to_string(),
                 ];
-                let cmd = java_command(j, &url, &args);
-                run_p4(&plan, &mut results, &java_name(j), cmd, &url, count);
+                let cmd = java_command(j, &java_url, &args);
+                run_p4(plan, &mut results, &java_name(j), cmd, target, count);
             }
         }
     }
@@ -379,15 +447,7 @@ fn main() {
             }
         }
     }
-    eprintln!("all scenarios done in {:.0} s", t0.elapsed().as_secs_f64());
-    print!(
-        "{}",
-        table(
-            &plan,
-            &results,
-            &jars.iter().map(java_name).collect::<Vec<_>>()
-        )
-    );
+    results
 }
 
 /// Warm-up before each Redisson P1 repetition, in ms (its JVM is warm already).

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Side-by-side benchmarks (issue #6): this crate, the floor (the same Lua sent raw with redis-rs,
-# no library logic) and Redisson 4.7.0 / 3.23.4, in one run against one private redis-server.
+# Side-by-side benchmarks (issues #6, #14): this crate, the floor (the same Lua sent raw with
+# redis-rs, no library logic) and Redisson 4.7.0 / 3.23.4, in one run against one private
+# redis-server, then against a private Redis Cluster of 3 masters.
 #
-#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4]
+#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4] [--no-cluster]
 #
 # Builds the bench in release mode (benches/compare.rs, `cargo bench --no-run`) and the interop
 # jars (interop/build.sh, which adds interop.Bench), starts redis-server on a free loopback port
-# in a temp dir (killed on exit), runs every scenario, prints the markdown table and writes
-# docs/BENCHMARKS.md. --quick: few, short repetitions (under 2 minutes once built). A run with
-# --only writes the table to stdout but leaves docs/BENCHMARKS.md alone.
+# and a 3-master cluster (no replicas) in a temp dir (all killed on exit), runs every scenario
+# against each, prints the markdown tables and writes docs/BENCHMARKS.md. --quick: few, short
+# repetitions (a few minutes once built). A run with --only or --no-cluster writes the tables to
+# stdout but leaves docs/BENCHMARKS.md alone.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,11 +18,13 @@ cd "$root"
 
 quick=""
 only=""
+cluster=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick="--quick" ;;
         --only) only="$2"; shift ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        --no-cluster) cluster="" ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "scripts/bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -48,20 +52,22 @@ done
 
 tmp="$(mktemp -d)"
 redis_pid=""
+cluster_pids=()
 cleanup() {
-    if [[ -n "$redis_pid" ]]; then
-        kill "$redis_pid" 2>/dev/null || true
-        wait "$redis_pid" 2>/dev/null || true
-    fi
+    for pid in $redis_pid "${cluster_pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A free port in [from, from + span).
 free_port() {
-    local p
+    local from="${1:-20000}" span="${2:-40000}" p
     for _ in $(seq 1 50); do
-        p=$(( 20000 + RANDOM % 40000 ))
+        p=$(( from + RANDOM % span ))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
@@ -72,7 +78,7 @@ free_port() {
 
 port=""
 for _ in 1 2 3 4 5; do
-    port="$(free_port)"
+    port="$(free_port 40000 20000)"
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
         --logfile "$tmp/redis.log" --daemonize no >/dev/null 2>&1 &
     redis_pid=$!
@@ -90,9 +96,45 @@ done
 url="redis://127.0.0.1:$port"
 echo "== redis-server on $url (pid $redis_pid)" >&2
 
+# The cluster: 3 masters, no replicas (so no client waits for replica acknowledgements), formed
+# by redis-cli. Node ports in 10000-21999 keep them and their bus ports (+10000) below the
+# kernel's ephemeral range, where an outgoing connection could take one first.
+masters=()
+if [[ -n "$cluster" ]]; then
+    for i in 1 2 3; do
+        p="$(free_port 10000 12000)"
+        mkdir -p "$tmp/node-$p"
+        redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/node-$p" \
+            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
+            --logfile "$tmp/node-$p/redis.log" --daemonize no >/dev/null 2>&1 &
+        cluster_pids+=($!)
+        masters+=("127.0.0.1:$p")
+    done
+    for m in "${masters[@]}"; do
+        for _ in $(seq 1 200); do
+            redis-cli -p "${m#*:}" ping >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+    done
+    redis-cli --cluster create "${masters[@]}" --cluster-replicas 0 --cluster-yes >"$tmp/create.log" 2>&1 \
+        || { cat "$tmp/create.log" >&2; echo "scripts/bench.sh: could not form the cluster" >&2; exit 1; }
+    for m in "${masters[@]}"; do
+        for _ in $(seq 1 200); do
+            redis-cli -p "${m#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
+            sleep 0.05
+        done
+        redis-cli -p "${m#*:}" cluster info | grep -q 'cluster_state:ok' \
+            || { echo "scripts/bench.sh: cluster node $m not ok" >&2; exit 1; }
+    done
+    echo "== cluster of 3 masters on ${masters[*]}" >&2
+fi
+
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 args=(--redis "$url" "${jars[@]}")
+if [[ ${#masters[@]} -gt 0 ]]; then
+    args+=(--cluster "$(printf 'redis://%s,' "${masters[@]}" | sed 's/,$//')")
+fi
 [[ -n "$quick" ]] && args+=("$quick")
 [[ -n "$only" ]] && args+=(--only "$only")
 table="$("$bin" "${args[@]}")"
@@ -101,7 +143,7 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "$table"
 
-if [[ -n "$only" ]]; then
+if [[ -n "$only" || -z "$cluster" ]]; then
     exit 0
 fi
 
@@ -126,7 +168,7 @@ noise; what counts are the **ratios from the same run**, against the same \`redi
 | load average before / after | $load_before / $load_after |
 | rustc | $(rustc --version) |
 | java | $(java -version 2>&1 | head -n 1) |
-| redis-server | $(redis-server --version | sed 's/ sha=.*//') (loopback, no persistence) |
+| redis-server | $(redis-server --version | sed 's/ sha=.*//') (loopback, no persistence): one standalone, and a cluster of 3 masters without replicas |
 | Redisson | ${versions[*]} (\`interop.Bench\`, default client settings, \`-Xms512m -Xmx2g\`) |
 
 ## Results
@@ -189,7 +231,27 @@ $table
   start and again before each P3 repetition (the median is used: a single measurement was seen
   anywhere from 13 to 40 µs on this machine); P3's target is judged in those units.
 
+- **Redis Cluster** (the second table): the same scenarios against a private cluster of 3
+  masters without replicas (so nobody waits for replica acknowledgements: Redisson's \`WAIT\`
+  after each script is skipped without replicas, and the crate sends none yet). The crate uses
+  \`Config::cluster\` (publish mode \`Auto\`: sharded on Redis 7); the floor redis-rs's cluster
+  connection, \`SPUBLISH\` in its unlock and one \`SSUBSCRIBE\` at the P3 key's master, and
+  renews in batches of one slot's keys (a script's keys must share a slot), one after the
+  other; Redisson \`useClusterServers()\` with its defaults. Server counters are summed over the
+  masters, except P3's, which are read (and MONITORed) at the master of the P3 key, where all of
+  its traffic goes.
+- **P4 writes**: the client's write-like system calls per cycle (\`syscw\` in
+  \`/proc/self/io\`, every thread of the process), and the read events each server handled per
+  cycle (\`total_reads_processed\`, less the sampler's own \`INFO\`s). A pipelined write of many
+  calls shows as one or a few of each; an unpipelined client as one per call.
+
 ## Notes
+
+- Redisson 3.23.4 in cluster mode on this cluster (no replicas) uses classic
+  \`SUBSCRIBE\`/\`PUBLISH\` even on Redis 7, where 4.7.0 and the crate use sharded pub/sub;
+  with a replica per master (tests/interop_cluster.rs) 3.23.4 goes sharded too. See
+  interop/NOTES.md: a fleet of 3.23.x on a cluster without replicas needs
+  \`PublishMode::Publish\`.
 
 - The P1 latency of every client here is dominated by thread wake-ups on a 2-core machine that
   also runs the server (see the round trip above): compare ratios, not microseconds. A profile

@@ -1,15 +1,15 @@
 //! The floor: the crate's own Lua (`scripts/lua/*.lua`) sent raw over one redis-rs
-//! multiplexed connection, with no library logic.
+//! connection (multiplexed, or redis-rs's cluster connection), with no library logic.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use futures::StreamExt;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, IntoConnectionInfo, Script};
+use redis::{IntoConnectionInfo, ProtocolVersion, PushKind, Script, Value};
 use tokio::sync::Notify;
+
+use crate::target::{FloorConn, Target};
 
 static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/lua/acquire.lua")));
@@ -21,19 +21,6 @@ pub(crate) static RENEW: LazyLock<Script> =
 const LEASE_MS: u64 = 30_000;
 const LATCH_PX_MS: u64 = 20_000;
 
-pub(crate) async fn floor_conn(url: &str) -> MultiplexedConnection {
-    let config = AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    // The same transport settings as the crate's (TCP_NODELAY): the floor differs only by
-    // having no library logic.
-    let info = url.into_connection_info().unwrap();
-    let tcp = info.tcp_settings().clone().set_nodelay(true);
-    redis::Client::open(info.set_tcp_settings(tcp))
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .expect("floor connection")
-}
-
 static LATCH_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// One lock name and owner field spoken to over a raw connection: acquire script, unlock
@@ -41,9 +28,10 @@ static LATCH_SEQ: AtomicU64 = AtomicU64::new(1);
 /// Redisson does: docs/PROTOCOL.md §4). Waiting, when needed, listens on `wake`.
 #[derive(Clone)]
 pub(crate) struct FloorLock {
-    conn: MultiplexedConnection,
+    conn: FloorConn,
     pub(crate) key: String,
     channel: String,
+    publish: &'static str,
     field: String,
     pub(crate) lease_ms: u64,
     wake: Arc<Notify>,
@@ -51,7 +39,8 @@ pub(crate) struct FloorLock {
 
 impl FloorLock {
     pub(crate) fn new(
-        conn: MultiplexedConnection,
+        conn: FloorConn,
+        publish: &'static str,
         key: &str,
         field: String,
         wake: Arc<Notify>,
@@ -60,6 +49,7 @@ impl FloorLock {
             conn,
             key: key.to_string(),
             channel: format!("redisson_lock__channel:{{{key}}}"),
+            publish,
             field,
             lease_ms: LEASE_MS,
             wake,
@@ -129,7 +119,7 @@ impl FloorLock {
             .arg("0")
             .arg(self.lease_ms)
             .arg(&self.field)
-            .arg("publish")
+            .arg(self.publish)
             .arg(LATCH_PX_MS)
             .invoke_async(&mut self.conn)
             .await
@@ -143,26 +133,50 @@ impl FloorLock {
     }
 }
 
-/// A raw subscription on one channel: `0` wakes one waiter, anything else all of them.
+/// A raw subscription on `key`'s channel, at the key's master (sharded on a cluster), over
+/// a RESP3 connection: `0` wakes one waiter, anything else all of them.
 pub(crate) async fn floor_subscription(
-    url: &str,
-    channel: &str,
+    target: &Target,
+    key: &str,
 ) -> (Arc<Notify>, tokio::task::JoinHandle<()>) {
-    let mut pubsub = redis::Client::open(url)
+    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let (tx, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+    let mut info = target.node_of(key).into_connection_info().unwrap();
+    let redis_info = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    info = info.set_redis_settings(redis_info);
+    let config = redis::AsyncConnectionConfig::new().set_push_sender(tx);
+    let mut conn = redis::Client::open(info)
         .unwrap()
-        .get_async_pubsub()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("floor pubsub");
-    pubsub.subscribe(channel).await.expect("subscribe");
+    let subscribe = if target.is_cluster() {
+        "SSUBSCRIBE"
+    } else {
+        "SUBSCRIBE"
+    };
+    redis::cmd(subscribe)
+        .arg(&channel)
+        .exec_async(&mut conn)
+        .await
+        .expect("subscribe");
     let wake = Arc::new(Notify::new());
     let w = wake.clone();
     let task = tokio::spawn(async move {
-        let mut messages = pubsub.into_on_message();
-        while let Some(msg) = messages.next().await {
-            if msg.get_payload_bytes() == b"0" {
-                w.notify_one();
-            } else {
-                w.notify_waiters();
+        let _conn = conn;
+        while let Some(push) = pushes.recv().await {
+            if !matches!(push.kind, PushKind::Message | PushKind::SMessage) {
+                continue;
+            }
+            if let [_, Value::BulkString(payload), ..] = push.data.as_slice() {
+                if payload == b"0" {
+                    w.notify_one();
+                } else {
+                    w.notify_waiters();
+                }
             }
         }
     });

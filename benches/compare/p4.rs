@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use redisson_lock::{Config, LockClient, LockGuard};
+use redisson_lock::{names, LockClient, LockGuard};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::floor::{floor_conn, FloorLock, RENEW};
+use crate::floor::{FloorLock, RENEW};
 use crate::java::Driven;
-use crate::redis_util::{commandstats, dbsize, flushall, script_calls, sync_conn};
+use crate::redis_util::script_calls;
 use crate::stats::{median, Results};
+use crate::target::{commandstats, reads_processed, FloorConn, Target};
 use crate::Plan;
 
 // ---------------------------------------------------------------------------------------------
@@ -28,6 +29,19 @@ fn rss_bytes() -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .unwrap_or(0)
         * 1024
+}
+
+/// Write-like system calls this process made so far (`syscw` in /proc/self/io): every
+/// socket write counts, however many commands it carries.
+fn write_syscalls() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("syscw:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 pub(crate) fn cpu_time() -> Duration {
@@ -47,7 +61,7 @@ fn emit(value: Value) {
     out.flush().unwrap();
 }
 
-pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
+pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -63,9 +77,7 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
         // Time to acquire all the locks, from the first acquire (not the connect or warm-up).
         let started;
         if imp == "crate" {
-            let config = Config::from_url(url)
-                .unwrap()
-                .with_watchdog_timeout(watchdog);
+            let config = target.config().with_watchdog_timeout(watchdog);
             let client = LockClient::with_config(config).await.expect("connect");
             // Warm the allocator and code paths the same way, then take the baseline.
             warm_crate(&client, 1000).await;
@@ -83,7 +95,8 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
             assert_eq!(client.renewed_locks(), count);
             std::mem::forget(client);
         } else {
-            let conn = floor_conn(url).await;
+            let conn = FloorConn::open(&target).await;
+            let publish = target.publish_command();
             let field = "00000000-0000-4000-8000-000000000000:1".to_string();
             rss0 = rss_bytes();
             started = Instant::now();
@@ -91,6 +104,7 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
                 .map(|i| {
                     let mut lock = FloorLock::new(
                         conn.clone(),
+                        publish,
                         &format!("bench:p4:{i}"),
                         field.clone(),
                         Arc::new(Notify::new()),
@@ -105,20 +119,36 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
                 .collect()
                 .await;
             let mut conn = conn.clone();
+            // A script's keys must share a slot on a cluster: batches of one slot's keys there.
+            let mut groups: Vec<Vec<String>> = if target.is_cluster() {
+                let mut by_slot: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
+                for key in keys {
+                    by_slot
+                        .entry(names::cluster_slot(&key))
+                        .or_default()
+                        .push(key);
+                }
+                by_slot.into_values().collect()
+            } else {
+                vec![keys]
+            };
+            groups.retain(|g| !g.is_empty());
             renewer = Some(tokio::spawn(async move {
-                // The watchdog with no library logic: every interval, every key, batches of 100.
-                let mut next = Instant::now() + interval;
+                // The watchdog with no library logic: every interval, every key, batches of
+                // 100, one after the other; the first cycle right after the acquisition (which
+                // takes seconds at 100k keys on a cluster, most of a 3 s lease).
+                let mut next = Instant::now();
                 loop {
                     tokio::time::sleep_until(next.into()).await;
                     let cycle = Instant::now();
-                    for batch in keys.chunks(100) {
+                    for batch in groups.iter().flat_map(|g| g.chunks(100)) {
                         let mut call = RENEW.prepare_invoke();
                         call.arg(watchdog_ms);
                         for key in batch {
                             call.key(key).arg(&field);
                         }
-                        let renewed: Vec<i64> = call.invoke_async(&mut conn).await.expect("renew");
-                        assert!(renewed.iter().all(|r| *r == 1));
+                        // (A lock that expired anyway shows in the held share at the end.)
+                        let _: Vec<i64> = call.invoke_async(&mut conn).await.expect("renew");
                     }
                     next = cycle + interval;
                 }
@@ -134,11 +164,13 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
         let mut lines =
             tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
         let mut cpu0 = cpu_time();
+        let mut writes0 = write_syscalls();
         let mut t0 = Instant::now();
         while let Ok(Some(line)) = lines.next_line().await {
             match line.trim() {
                 "start" => {
                     cpu0 = cpu_time();
+                    writes0 = write_syscalls();
                     t0 = Instant::now();
                     emit(json!({"phase": "started"}));
                 }
@@ -147,6 +179,7 @@ pub(crate) fn p4_child(imp: &str, url: &str, count: usize, watchdog_ms: u64) {
                     emit(json!({
                         "phase": "stopped",
                         "cpu_ms": cpu.as_secs_f64() * 1e3,
+                        "write_syscalls": write_syscalls() - writes0,
                         "wall_ms": t0.elapsed().as_secs_f64() * 1e3,
                         "rss_bytes": rss_bytes(),
                     }));
@@ -184,22 +217,25 @@ struct Burst {
     duration: Duration,
 }
 
-/// Samples evalsha+eval counts every 5 ms for `window`; splits them into bursts separated by
-/// at least `gap` of silence.
+/// Samples evalsha+eval counts (summed over the nodes) every 5 ms for `window`; splits them
+/// into bursts separated by at least `gap` of silence. Returns the calls, the complete bursts
+/// and the number of samples taken (one `INFO` per node each).
 fn sample_bursts(
-    conn: &mut redis::Connection,
+    conns: &mut [redis::Connection],
     window: Duration,
     gap: Duration,
-) -> (u64, Vec<Burst>) {
+) -> (u64, Vec<Burst>, u64) {
     let start = Instant::now();
-    let first = script_calls(&commandstats(conn));
+    let first = script_calls(&commandstats(conns));
+    let mut samples = 1;
     let mut last = first;
     let mut bursts = Vec::new();
     let mut current: Option<(Instant, Instant, u64)> = None; // first seen, last seen, calls
     while start.elapsed() < window {
         std::thread::sleep(Duration::from_millis(5));
         let now = Instant::now();
-        let calls = script_calls(&commandstats(conn));
+        let calls = script_calls(&commandstats(conns));
+        samples += 1;
         let delta = calls - last;
         last = calls;
         if delta > 0 {
@@ -224,7 +260,7 @@ fn sample_bursts(
             duration: *e - *s + Duration::from_millis(5),
         })
         .collect();
-    (total, complete)
+    (total, complete, samples)
 }
 
 pub(crate) fn run_p4(
@@ -232,17 +268,17 @@ pub(crate) fn run_p4(
     results: &mut Results,
     imp: &str,
     cmd: Command,
-    url: &str,
+    target: &Target,
     count: usize,
 ) {
     let tag = format!("p4.{count}");
     eprintln!("P4 {count} locks: {imp}");
-    flushall(url);
+    target.flushall();
     let mut child = Driven::start(cmd);
     let Some(held) = child.expect("held", Duration::from_secs(600)) else {
         results.note(&format!("{tag}.calls"), imp, "did not finish acquiring");
         child.finish();
-        flushall(url);
+        target.flushall();
         return;
     };
     let interval = Duration::from_millis(plan.p4_watchdog_ms / 3);
@@ -262,21 +298,38 @@ pub(crate) fn run_p4(
     child.send("start");
     child.expect("started", Duration::from_secs(30));
     let window = interval * plan.p4_cycles;
-    let mut conn = sync_conn(url);
+    let mut conns = target.sync_conns();
     let gap = (interval / 20).max(Duration::from_millis(20));
-    let (calls, bursts) = sample_bursts(&mut conn, window, gap);
+    let reads0 = reads_processed(&mut conns);
+    let (calls, bursts, samples) = sample_bursts(&mut conns, window, gap);
+    let reads1 = reads_processed(&mut conns);
     child.send("stop");
     let stopped = child
         .expect("stopped", Duration::from_secs(30))
         .unwrap_or(Value::Null);
-    let held_now = dbsize(url);
+    let held_now = target.dbsize();
     child.finish();
-    flushall(url);
+    target.flushall();
     let cycles = plan.p4_cycles as f64;
     results.add(&format!("{tag}.calls"), imp, calls as f64 / cycles);
     if let Some(cpu) = stopped["cpu_ms"].as_f64() {
         results.add(&format!("{tag}.cpu_ms"), imp, cpu / cycles);
     }
+    if let Some(writes) = stopped["write_syscalls"].as_f64() {
+        results.add(&format!("{tag}.writes"), imp, writes / cycles);
+    }
+    // Read events the servers handled for the client, less the sampler's own `INFO`s (one
+    // read each), per node per cycle.
+    let client_reads: u64 = reads0
+        .iter()
+        .zip(&reads1)
+        .map(|(a, b)| (b - a).saturating_sub(samples + 1))
+        .sum();
+    results.add(
+        &format!("{tag}.reads_per_node"),
+        imp,
+        client_reads as f64 / conns.len() as f64 / cycles,
+    );
     results.add(
         &format!("{tag}.held_pct"),
         imp,

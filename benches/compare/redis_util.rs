@@ -1,19 +1,12 @@
-//! Redis helpers: server-side counters (`INFO commandstats`), `FLUSHALL`/`DBSIZE`, and the
-//! MONITOR command counter with its `ECHO` markers.
+//! Redis helpers: parsing `INFO commandstats`, and the MONITOR command counter with its
+//! `ECHO` markers (server-wide helpers are on `target::Target`).
 
 use std::collections::HashMap;
 
 use redis::aio::MultiplexedConnection;
 
-pub(crate) fn sync_conn(url: &str) -> redis::Connection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_connection()
-        .expect("connect to the bench redis")
-}
-
 /// `INFO commandstats` as command → calls.
-fn parse_commandstats(info: &str) -> HashMap<String, u64> {
+pub(crate) fn parse_commandstats(info: &str) -> HashMap<String, u64> {
     info.lines()
         .filter_map(|l| l.strip_prefix("cmdstat_"))
         .filter_map(|l| {
@@ -27,11 +20,6 @@ fn parse_commandstats(info: &str) -> HashMap<String, u64> {
             Some((name.to_string(), calls))
         })
         .collect()
-}
-
-pub(crate) fn commandstats(conn: &mut redis::Connection) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    parse_commandstats(&info)
 }
 
 pub(crate) async fn commandstats_async(conn: &mut MultiplexedConnection) -> HashMap<String, u64> {
@@ -57,14 +45,6 @@ pub(crate) fn script_calls(stats: &HashMap<String, u64>) -> u64 {
         .iter()
         .map(|c| stats.get(*c).copied().unwrap_or(0))
         .sum()
-}
-
-pub(crate) fn flushall(url: &str) {
-    let _: () = redis::cmd("FLUSHALL").query(&mut sync_conn(url)).unwrap();
-}
-
-pub(crate) fn dbsize(url: &str) -> u64 {
-    redis::cmd("DBSIZE").query(&mut sync_conn(url)).unwrap()
 }
 
 pub(crate) const MARK_START: &str = "bench-mark-start";

@@ -7,16 +7,19 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
-use redisson_lock::{Config, Lock, LockClient, LockGuard, Owner};
+use redisson_lock::{Lock, LockClient, LockGuard, Owner};
 use tokio::sync::Notify;
 
-use crate::floor::{floor_conn, floor_subscription, FloorLock};
+use crate::floor::{floor_subscription, FloorLock};
 use crate::p4::cpu_time;
 use crate::redis_util::{
     commands_between, commandstats_async, echo, monitor, script_calls, MARK_END, MARK_START,
 };
 use crate::stats::{p50_p99_us, Results};
+use crate::target::{multiplexed, FloorConn, Target};
+
+/// The hot key of P3 (Bench.java uses the same).
+pub(crate) const P3_KEY: &str = "bench:p3";
 
 /// The P3 name of the crate with local hand-off off.
 pub(crate) const PLAIN: &str = "crate-plain";
@@ -52,20 +55,24 @@ impl Locker {
 enum Setup {
     Crate(LockClient),
     Floor {
-        conn: MultiplexedConnection,
+        conn: FloorConn,
+        publish: &'static str,
         client_id: String,
-        url: String,
     },
 }
 
 impl Setup {
-    async fn new(imp: &str, url: &str) -> Setup {
+    async fn new(imp: &str, target: &Target) -> Setup {
         match imp {
-            "crate" => Setup::Crate(LockClient::connect(url).await.expect("crate connect")),
+            "crate" => Setup::Crate(
+                LockClient::with_config(target.config())
+                    .await
+                    .expect("crate connect"),
+            ),
             // The crate with local hand-off off: waiters served by the unlock message only, as
             // when holder and waiters are in different clients.
             PLAIN => {
-                let config = Config::from_url(url).unwrap().with_local_handoff(false);
+                let config = target.config().with_local_handoff(false);
                 Setup::Crate(
                     LockClient::with_config(config)
                         .await
@@ -73,9 +80,9 @@ impl Setup {
                 )
             }
             _ => Setup::Floor {
-                conn: floor_conn(url).await,
+                conn: FloorConn::open(target).await,
+                publish: target.publish_command(),
                 client_id: "00000000-0000-4000-8000-000000000000".to_string(),
-                url: url.to_string(),
             },
         }
     }
@@ -85,9 +92,12 @@ impl Setup {
         match self {
             Setup::Crate(client) => Locker::Crate(client.lock(key).with_owner(Owner::new())),
             Setup::Floor {
-                conn, client_id, ..
+                conn,
+                publish,
+                client_id,
             } => Locker::Floor(FloorLock::new(
                 conn.clone(),
+                publish,
                 key,
                 format!("{client_id}:{}", owner + 1),
                 wake.clone(),
@@ -106,8 +116,13 @@ impl Setup {
 // P1: uncontended lock + unlock, one owner, sequential
 
 /// `(p50 µs, p99 µs, client CPU µs per pair)`.
-pub(crate) async fn p1(imp: String, url: String, warmup: usize, iters: usize) -> (f64, f64, f64) {
-    let setup = Setup::new(&imp, &url).await;
+pub(crate) async fn p1(
+    imp: String,
+    target: Target,
+    warmup: usize,
+    iters: usize,
+) -> (f64, f64, f64) {
+    let setup = Setup::new(&imp, &target).await;
     let wake = Arc::new(Notify::new());
     let mut locker = setup.locker("bench:p1", 0, &wake);
     for _ in 0..warmup {
@@ -130,7 +145,7 @@ pub(crate) async fn p1(imp: String, url: String, warmup: usize, iters: usize) ->
 
 /// One round trip for reference: `PING` over a raw multiplexed connection, `(p50, p99)` in µs.
 pub(crate) async fn round_trip(url: String, n: usize) -> (f64, f64) {
-    let mut conn = floor_conn(&url).await;
+    let mut conn = multiplexed(&url).await;
     let mut lat = Vec::with_capacity(n);
     for i in 0..n + n / 5 {
         let t = Instant::now();
@@ -148,12 +163,12 @@ pub(crate) async fn round_trip(url: String, n: usize) -> (f64, f64) {
 /// `(pairs/s, client CPU µs per pair)`.
 pub(crate) async fn p2(
     imp: &str,
-    url: &str,
+    target: &Target,
     owners: usize,
     warmup: Duration,
     secs: Duration,
 ) -> (f64, f64) {
-    let setup = Setup::new(imp, url).await;
+    let setup = Setup::new(imp, target).await;
     let wake = Arc::new(Notify::new());
     let mut rate = 0.0;
     let mut cpu_per_pair = 0.0;
@@ -268,26 +283,27 @@ pub(crate) struct P3Rep {
 /// MONITOR slows the server).
 pub(crate) async fn p3(
     imp: &str,
-    url: &str,
+    target: &Target,
     n: usize,
     warmup: usize,
     handoffs: usize,
     hold: Duration,
     count: bool,
 ) -> P3Rep {
-    let setup = Setup::new(imp, url).await;
-    let key = "bench:p3";
+    let setup = Setup::new(imp, target).await;
     let (wake, listener) = match &setup {
-        Setup::Floor { url, .. } => {
-            let (wake, task) =
-                floor_subscription(url, &format!("redisson_lock__channel:{{{key}}}")).await;
+        Setup::Floor { .. } => {
+            let (wake, task) = floor_subscription(target, P3_KEY).await;
             (wake, Some(task))
         }
         Setup::Crate(_) => (Arc::new(Notify::new()), None),
     };
-    let mut stats_conn = floor_conn(url).await;
+    let key = P3_KEY;
+    // Counters and MONITOR at the key's master: where every command of the hand-off goes.
+    let node = target.node_of(key);
+    let mut stats_conn = multiplexed(&node).await;
     let monitor = if count {
-        Some(monitor(url).await)
+        Some(monitor(&node).await)
     } else {
         None
     };

@@ -60,7 +60,11 @@ import org.redisson.config.Config;
  * unlock is a hand-off; latency = unlock() returned → next lock() returned; Redis commands per
  * acquisition from INFO commandstats; after the timed reps, one counting run per n with MONITOR counts
  * the commands the client sends (commands run by scripts left out). P4: hold locks watchdog-renewed; reports memory, then
- * process CPU between "start" and "stop".
+ * process CPU and socket writes between "start" and "stop".
+ *
+ * <p>A redis-url of the form {@code cluster:URL,URL,...} (every master of a cluster) runs Redisson in
+ * cluster mode with its defaults; server counters for P3 are then read at the first URL, which the
+ * orchestrator makes the master of P3's key, and FLUSHALL goes to every URL.
  */
 public final class Bench {
     private static PrintStream out;
@@ -114,8 +118,24 @@ public final class Bench {
     private static RedissonClient connect(String url, long watchdogMs) {
         Config config = new Config();
         config.setLockWatchdogTimeout(watchdogMs);
-        config.useSingleServer().setAddress(url);
+        if (url.startsWith(CLUSTER)) {
+            config.useClusterServers().addNodeAddress(nodes(url));
+        } else {
+            config.useSingleServer().setAddress(url);
+        }
         return Redisson.create(config);
+    }
+
+    private static final String CLUSTER = "cluster:";
+
+    /** The server URLs of a redis-url: one, or a cluster's masters. */
+    private static String[] nodes(String url) {
+        return url.startsWith(CLUSTER) ? url.substring(CLUSTER.length()).split(",") : new String[] {url};
+    }
+
+    /** Where P3's counters are read: the server, or the master of P3's key (listed first). */
+    private static String statsUrl(String url) {
+        return nodes(url)[0];
     }
 
     private static String version() {
@@ -338,8 +358,10 @@ public final class Bench {
     }
 
     private static void flushall(String url) throws IOException {
-        try (Resp redis = new Resp(url)) {
-            redis.call("FLUSHALL");
+        for (String node : nodes(url)) {
+            try (Resp redis = new Resp(node)) {
+                redis.call("FLUSHALL");
+            }
         }
     }
 
@@ -400,7 +422,7 @@ public final class Bench {
     /** One P3 run; with clientCounts, MONITOR fills it with client commands per acquisition by name. */
     private static double[] p3Run(RedissonClient client, String url, int n, int warmup, int handoffs, long holdMs,
             Map<String, Double> clientCounts) throws Exception {
-        Monitor monitor = clientCounts == null ? null : new Monitor(url);
+        Monitor monitor = clientCounts == null ? null : new Monitor(statsUrl(url));
         String key = "bench:p3";
         int total = warmup + handoffs;
         Handoffs track = new Handoffs(total + n + 4);
@@ -410,7 +432,7 @@ public final class Bench {
         for (int i = 0; i <= n; i++) {
             Thread th = new Thread(() -> {
                 RLock lock = client.getLock(key);
-                try (Resp stats = new Resp(url)) {
+                try (Resp stats = new Resp(statsUrl(url))) {
                     while (true) {
                         lock.lock();
                         int k = track.acquired();
@@ -445,7 +467,7 @@ public final class Bench {
         }
         Thread.sleep(20);
         Map<String, Long> after;
-        try (Resp redis = new Resp(url)) {
+        try (Resp redis = new Resp(statsUrl(url))) {
             after = redis.commandstats();
             if (monitor != null) {
                 redis.call("ECHO", MARK_END);
@@ -500,17 +522,20 @@ public final class Bench {
                 (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         long cpu0 = os.getProcessCpuTime();
+        long writes0 = writeSyscalls();
         long t0 = System.nanoTime();
         String line;
         while ((line = in.readLine()) != null) {
             line = line.trim();
             if (line.equals("start")) {
                 cpu0 = os.getProcessCpuTime();
+                writes0 = writeSyscalls();
                 t0 = System.nanoTime();
                 emit("{\"phase\":\"started\"}");
             } else if (line.equals("stop")) {
                 long cpu = os.getProcessCpuTime() - cpu0;
-                emit("{\"phase\":\"stopped\",\"cpu_ms\":%.3f,\"wall_ms\":%.1f,\"rss_bytes\":%d}", cpu / 1e6,
+                emit("{\"phase\":\"stopped\",\"cpu_ms\":%.3f,\"write_syscalls\":%d,\"wall_ms\":%.1f,"
+                        + "\"rss_bytes\":%d}", cpu / 1e6, writeSyscalls() - writes0,
                         (System.nanoTime() - t0) / 1e6, rss());
             } else {
                 break;
@@ -560,6 +585,20 @@ public final class Bench {
     // ------------------------------------------------------------------------------------------
 
     /** CPU time of the whole JVM (every thread: application, Netty, JIT, GC). */
+    /** Write-like system calls of this process so far (syscw in /proc/self/io): every socket write. */
+    private static long writeSyscalls() {
+        try {
+            for (String l : java.nio.file.Files.readAllLines(java.nio.file.Paths.get("/proc/self/io"))) {
+                if (l.startsWith("syscw:")) {
+                    return Long.parseLong(l.substring(6).trim());
+                }
+            }
+        } catch (IOException e) {
+            // not Linux: no figure
+        }
+        return 0;
+    }
+
     private static long cpuNanos() {
         return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
                 .getProcessCpuTime();
