@@ -64,11 +64,15 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], cluster: bool) -
             }
             // P4 renewal figures of a client that lost locks cover fewer locks: not comparable.
             let degraded = |imp: &str| -> bool {
-                let Some(prefix) = metric.strip_suffix(".calls").or_else(|| {
-                    metric
-                        .strip_suffix(".cycle_ms")
-                        .or_else(|| metric.strip_suffix(".cpu_ms"))
-                }) else {
+                let Some(prefix) = [
+                    ".calls",
+                    ".cycle_ms",
+                    ".cpu_ms",
+                    ".writes",
+                    ".reads_per_node",
+                ]
+                .iter()
+                .find_map(|suffix| metric.strip_suffix(suffix)) else {
                     return false;
                 };
                 prefix.starts_with("p4.")
