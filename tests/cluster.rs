@@ -153,20 +153,7 @@ async fn names_whose_keys_span_slots_are_refused_before_anything_is_sent() {
 
 /// `INFO stats` `total_reads_processed` per running node port: read events the node handled.
 fn reads_processed() -> std::collections::HashMap<u16, u64> {
-    cluster::get()
-        .nodes
-        .iter()
-        .filter(|n| n.is_running())
-        .map(|n| {
-            let info: String = n.cmd(&["INFO", "stats"]).unwrap_or_default();
-            let reads = info
-                .lines()
-                .find_map(|l| l.strip_prefix("total_reads_processed:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            (n.port, reads)
-        })
-        .collect()
+    cluster::get().info_numbers("stats", "total_reads_processed:")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,14 +464,7 @@ async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
     let (holder, waiter, held, waiting) =
         held_and_waited(&name, sharded, Duration::from_secs(10)).await;
     let killed_at = Instant::now();
-    tokio::task::block_in_place(|| {
-        let mut cluster = cluster::get();
-        let master = cluster.master_of_slot(slot).port;
-        cluster.kill(master);
-        cluster::wait_for("a replica to be promoted", Duration::from_secs(30), || {
-            cluster.master_of_slot(slot).port != master
-        });
-    });
+    tokio::task::block_in_place(|| cluster::get().kill_master_of(slot));
     let promoted = killed_at.elapsed();
     let channel = names::lock_channel(&name);
     assert!(

@@ -118,16 +118,9 @@ async fn mixed_fleet_through_a_killed_master_never_overlaps_unaware_holders() {
     let slot = names::cluster_slot(&support::fleet::keys("kfleet", false)[0]);
     let stats = support::fleet::check_through(conn, &rust_clients, &agents, "kfleet", || async {
         let started = Instant::now();
-        tokio::task::spawn_blocking(move || {
-            let mut cluster = cluster::get();
-            let master = cluster.master_of_slot(slot).port;
-            cluster.kill(master);
-            cluster::wait_for("a replica to be promoted", Duration::from_secs(30), || {
-                cluster.master_of_slot(slot).port != master
-            });
-        })
-        .await
-        .unwrap();
+        tokio::task::spawn_blocking(move || cluster::get().kill_master_of(slot))
+            .await
+            .unwrap();
         println!(
             "slot {slot}'s master killed, its replica promoted after {:?}",
             started.elapsed()

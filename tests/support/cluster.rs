@@ -382,20 +382,37 @@ impl RedisCluster {
 
     /// Per node port: how often `command` ran there (`INFO commandstats`).
     pub fn command_calls(&self, command: &str) -> HashMap<u16, u64> {
-        let key = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        let field = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+        self.info_numbers("commandstats", &field)
+    }
+
+    /// Per running node port: the number after `field` in `INFO section` (up to a `,`), 0
+    /// where the node has none.
+    pub fn info_numbers(&self, section: &str, field: &str) -> HashMap<u16, u64> {
         self.nodes
             .iter()
             .filter(|n| n.is_running())
             .map(|n| {
-                let info: String = n.cmd(&["INFO", "commandstats"]).unwrap_or_default();
-                let calls = info
+                let info: String = n.cmd(&["INFO", section]).unwrap_or_default();
+                let number = info
                     .lines()
-                    .find_map(|l| l.strip_prefix(&key))
-                    .and_then(|rest| rest.split(',').next()?.parse().ok())
+                    .find_map(|l| l.strip_prefix(field))
+                    .and_then(|rest| rest.split(',').next()?.trim().parse().ok())
                     .unwrap_or(0);
-                (n.port, calls)
+                (n.port, number)
             })
             .collect()
+    }
+
+    /// kill -9 of the master serving `slot`, then waits until its replica is promoted;
+    /// returns the killed master's port.
+    pub fn kill_master_of(&mut self, slot: u16) -> u16 {
+        let master = self.master_of_slot(slot).port;
+        self.kill(master);
+        wait_for("a replica to be promoted", Duration::from_secs(30), || {
+            self.master_of_slot(slot).port != master
+        });
+        master
     }
 }
 
