@@ -17,6 +17,10 @@ use crate::raw::Protocol;
 use crate::transport::connect;
 use crate::transport::pubsub::Hub;
 
+/// How long [`LockClient::shutdown`] keeps trying to delete spent latches when Redis is not
+/// answering (a connection being re-made after a cut): each would otherwise linger for its PX.
+const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// State shared by the client handles, its locks and their guards.
 pub(crate) struct Shared {
     pub(crate) config: Config,
@@ -244,12 +248,13 @@ impl LockClient {
         let (done, flushed) = oneshot::channel();
         shared.send_job(Job::Flush(done));
         let _ = flushed.await;
-        // The sweeper's last sweep may have met the fault that made this shutdown: try again.
-        for _ in 0..3 {
-            if shared.core.latches.sweep(&shared.core.protocol).await {
-                break;
-            }
-        }
+        // The sweeper's last sweep may have met the fault that made this shutdown (a cut
+        // connection is still reconnecting): try again, pausing, for a bounded time.
+        shared
+            .core
+            .latches
+            .sweep_until(&shared.core.protocol, SHUTDOWN_SWEEP)
+            .await;
         shared.tasks.cancel();
     }
 }

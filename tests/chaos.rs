@@ -466,7 +466,12 @@ async fn no_double_count_no_phantom_hold_no_untold_overlap_under_random_faults()
         "the counter ({counter}) lost writes outside told overlaps ({} writes)",
         report.writes
     );
-    assert!(left.is_empty(), "left in Redis: {left:?}");
+    let mut with_ttl = Vec::new();
+    for key in &left {
+        let pttl: i64 = control.pttl(key).await.unwrap_or(-3);
+        with_ttl.push(format!("{key} (PTTL {pttl} ms)"));
+    }
+    assert!(left.is_empty(), "left in Redis: {with_ttl:?}");
 }
 
 /// One journal line (see [`owner_loop`]).

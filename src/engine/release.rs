@@ -55,6 +55,9 @@ pub(crate) struct SpentLatches {
     pending: Mutex<Vec<String>>,
     /// Signalled when the first latch of a sweep arrives.
     arrived: Notify,
+    /// Held by the sweep in flight: a sweep at shutdown must wait for the sweeper's, whose
+    /// latches are out of `pending` until its `DEL`s answer (or are put back).
+    sweeping: tokio::sync::Mutex<()>,
 }
 
 impl SpentLatches {
@@ -71,6 +74,7 @@ impl SpentLatches {
     /// latches back for the next sweep (`false`): a latch left behind would linger for its
     /// whole PX, long after every fault has healed.
     pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
+        let _sweeping = self.sweeping.lock().await;
         let mut spent = std::mem::take(&mut *self.pending.lock());
         // (One `DEL`'s keys must be ones the topology lets share a call.)
         let batches = protocol
@@ -95,6 +99,27 @@ impl SpentLatches {
             }
         }
         swept
+    }
+
+    /// [`SpentLatches::sweep`] again after each failure, pausing between tries, until every
+    /// queued latch is deleted or `budget` has passed (a latch left then lingers for its PX).
+    pub(crate) async fn sweep_until(&self, protocol: &Protocol, budget: Duration) -> bool {
+        let deadline = Instant::now() + budget;
+        let mut pause = LATCH_SWEEP;
+        loop {
+            if self.sweep(protocol).await {
+                return true;
+            }
+            if Instant::now() + pause > deadline {
+                tracing::warn!(
+                    latches = self.pending.lock().len(),
+                    "spent latches could not be deleted; they expire by themselves"
+                );
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(400));
+        }
     }
 }
 
@@ -360,7 +385,11 @@ impl Unlock {
                     attempt += 1;
                     tokio::time::sleep(RETRY_PAUSE).await;
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    // No re-send follows: whether or not a send ran, its latch is spent.
+                    ctx.latches.retire(latch);
+                    return Err(err);
+                }
             }
         }
     }
@@ -457,23 +486,37 @@ pub(crate) async fn run_release_task(ctx: Core, mut jobs: mpsc::UnboundedReceive
             job = jobs.recv() => match job {
                 None => break,
                 Some(Job::Flush(done)) => {
-                    while running.join_next().await.is_some() {}
+                    // Jobs in flight may send follow-ups (a hand-off's orphan to settle): they
+                    // finish before the answer too.
+                    loop {
+                        while running.join_next().await.is_some() {}
+                        let mut followed = false;
+                        while let Ok(job) = jobs.try_recv() {
+                            followed = true;
+                            spawn_job(&ctx, &mut running, job);
+                        }
+                        if !followed {
+                            break;
+                        }
+                    }
                     let _ = done.send(());
                 }
-                Some(job) => {
-                    // Counted as pending from its send; done when its task ends.
-                    let done = job.hold().map(|hold| Done(ctx.pending.clone(), hold));
-                    let work = run_job(ctx.clone(), job);
-                    running.spawn(async move {
-                        work.await;
-                        drop(done);
-                    });
-                }
+                Some(job) => spawn_job(&ctx, &mut running, job),
             },
             Some(_) = running.join_next(), if !running.is_empty() => {}
         }
     }
     while running.join_next().await.is_some() {}
+}
+
+/// Runs `job` on a task of its own, counted as pending from its send until the task ends.
+fn spawn_job(ctx: &Core, running: &mut JoinSet<()>, job: Job) {
+    let done = job.hold().map(|hold| Done(ctx.pending.clone(), hold));
+    let work = run_job(ctx.clone(), job);
+    running.spawn(async move {
+        work.await;
+        drop(done);
+    });
 }
 
 /// Ends a job's pending count when dropped (done, or its task aborted).
