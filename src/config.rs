@@ -71,10 +71,10 @@ impl PublishMode {
 /// ```
 #[derive(Clone)]
 pub struct Config {
-    /// The server, or on a cluster the first seed (its login and TLS apply to every node).
+    /// The server, or the first cluster seed or sentinel (its login and TLS apply to every
+    /// node).
     pub(crate) connection: redis::ConnectionInfo,
-    /// Every seed node, when the deployment is a Redis Cluster.
-    cluster_seeds: Option<Vec<redis::ConnectionInfo>>,
+    topology: Topology,
     watchdog_timeout: Duration,
     renewal_interval: Option<Duration>,
     renewal_batch_size: usize,
@@ -84,6 +84,21 @@ pub struct Config {
     connect_timeout: Duration,
     tls_root_cert: Option<Vec<u8>>,
     local_handoff: bool,
+}
+
+/// How the deployment is reached, beyond [`Config::connection`]. (No `Debug`: a
+/// `ConnectionInfo` shows its password.)
+#[derive(Clone)]
+pub(crate) enum Topology {
+    /// One server.
+    Standalone,
+    /// A Redis Cluster, through these seed nodes.
+    Cluster { seeds: Vec<redis::ConnectionInfo> },
+    /// A master watched by Redis Sentinel: these sentinels name it.
+    Sentinel {
+        master_name: String,
+        sentinels: Vec<redis::ConnectionInfo>,
+    },
 }
 
 impl Config {
@@ -122,49 +137,67 @@ impl Config {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        let seeds = seed_urls
-            .into_iter()
-            .map(|url| parse_url(url.as_ref()))
-            .collect::<Result<Vec<_>>>()?;
-        let Some(first) = seeds.first().cloned() else {
+        let seeds = same_login(seed_urls, "cluster seed")?;
+        if seeds.iter().any(|seed| seed.redis_settings().db() != 0) {
             return Err(Error::Config(
-                "a cluster needs at least one seed url".into(),
+                "a cluster has only database 0: drop the /db from the seed urls".into(),
             ));
-        };
-        let login = |info: &redis::ConnectionInfo| {
-            let settings = info.redis_settings();
-            (
-                settings.username().map(str::to_owned),
-                settings.password().map(str::to_owned),
-                matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }),
-            )
-        };
-        for seed in &seeds {
-            if seed.redis_settings().db() != 0 {
-                return Err(Error::Config(
-                    "a cluster has only database 0: drop the /db from the seed urls".into(),
-                ));
-            }
-            if login(seed) != login(&first) {
-                return Err(Error::Config(
-                    "the cluster seed urls disagree on TLS, user or password".into(),
-                ));
-            }
         }
-        let mut config = Self::from_connection_info(first);
-        config.cluster_seeds = Some(seeds);
+        let mut config = Self::from_connection_info(seeds[0].clone());
+        config.topology = Topology::Cluster { seeds };
+        Ok(config)
+    }
+
+    /// A configuration for the master that the Redis Sentinels at `sentinel_urls` know as
+    /// `master_name` (Redisson's `useSentinelServers()`), with Redisson's defaults for
+    /// everything else. The client asks the sentinels where the master is, and follows it
+    /// when they fail it over. The urls' scheme and login (and `/db`) apply to the sentinels
+    /// and to the master alike, as Redisson's `password` does without a `sentinelPassword`.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    ///
+    /// let config = Config::sentinel("mymaster", ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"])?;
+    /// assert!(config.is_sentinel());
+    /// assert!(Config::sentinel("", ["redis://10.0.0.1:26379"]).is_err());
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] if the master name is empty, there is no sentinel url, one cannot be
+    /// parsed, or they disagree on TLS, login or database.
+    pub fn sentinel<I>(master_name: &str, sentinel_urls: I) -> Result<Self>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        if master_name.is_empty() {
+            return Err(Error::Config(
+                "a sentinel configuration needs the master's name".into(),
+            ));
+        }
+        let sentinels = same_login(sentinel_urls, "sentinel")?;
+        let mut config = Self::from_connection_info(sentinels[0].clone());
+        config.topology = Topology::Sentinel {
+            master_name: master_name.to_string(),
+            sentinels,
+        };
         Ok(config)
     }
 
     /// Whether this configuration is for a Redis Cluster ([`Config::cluster`]).
     pub fn is_cluster(&self) -> bool {
-        self.cluster_seeds.is_some()
+        matches!(self.topology, Topology::Cluster { .. })
     }
 
-    /// The cluster's seed nodes as given, if this is a cluster (TCP and TLS settings are
-    /// the cluster client's).
-    pub(crate) fn cluster_seeds(&self) -> Option<&[redis::ConnectionInfo]> {
-        self.cluster_seeds.as_deref()
+    /// Whether this configuration is for a master watched by Sentinel ([`Config::sentinel`]).
+    pub fn is_sentinel(&self) -> bool {
+        matches!(self.topology, Topology::Sentinel { .. })
+    }
+
+    /// How the deployment is reached.
+    pub(crate) fn topology(&self) -> &Topology {
+        &self.topology
     }
 
     /// The private CA to trust, if one was given.
@@ -177,7 +210,7 @@ impl Config {
     pub fn from_connection_info(connection: redis::ConnectionInfo) -> Self {
         Config {
             connection,
-            cluster_seeds: None,
+            topology: Topology::Standalone,
             watchdog_timeout: Self::DEFAULT_WATCHDOG_TIMEOUT,
             renewal_interval: None,
             renewal_batch_size: Self::DEFAULT_RENEWAL_BATCH_SIZE,
@@ -378,6 +411,35 @@ impl Config {
     }
 }
 
+/// Parses `urls` (at least one), which must agree on TLS, login and database: one login
+/// reaches every node.
+fn same_login<I>(urls: I, what: &str) -> Result<Vec<redis::ConnectionInfo>>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let infos = urls
+        .into_iter()
+        .map(|url| parse_url(url.as_ref()))
+        .collect::<Result<Vec<_>>>()?;
+    let login = |info: &redis::ConnectionInfo| {
+        let settings = info.redis_settings();
+        (
+            settings.username().map(str::to_owned),
+            settings.password().map(str::to_owned),
+            settings.db(),
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }),
+        )
+    };
+    match infos.first() {
+        None => Err(Error::Config(format!("at least one {what} url is needed"))),
+        Some(first) if infos.iter().any(|info| login(info) != login(first)) => Err(Error::Config(
+            format!("the {what} urls disagree on TLS, user, password or database"),
+        )),
+        Some(_) => Ok(infos),
+    }
+}
+
 fn parse_url(url: &str) -> Result<redis::ConnectionInfo> {
     url.into_connection_info().map_err(|e| {
         Error::Config(format!(
@@ -392,15 +454,7 @@ impl fmt::Debug for Config {
         let redis = self.connection.redis_settings();
         f.debug_struct("Config")
             .field("addr", &self.connection.addr().to_string())
-            .field(
-                "cluster_seeds",
-                &self.cluster_seeds.as_ref().map(|seeds| {
-                    seeds
-                        .iter()
-                        .map(|s| s.addr().to_string())
-                        .collect::<Vec<_>>()
-                }),
-            )
+            .field("topology", &TopologyDebug(&self.topology))
             .field("db", &redis.db())
             .field("username", &redis.username())
             .field("password", &redis.password().map(|_| "<redacted>"))
@@ -417,5 +471,31 @@ impl fmt::Debug for Config {
                 &self.tls_root_cert.as_ref().map(|_| "<pem>"),
             )
             .finish()
+    }
+}
+
+/// The topology without logins (a `ConnectionInfo`'s `Debug` shows the password).
+struct TopologyDebug<'a>(&'a Topology);
+
+impl fmt::Debug for TopologyDebug<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let addrs = |infos: &[redis::ConnectionInfo]| -> Vec<String> {
+            infos.iter().map(|i| i.addr().to_string()).collect()
+        };
+        match self.0 {
+            Topology::Standalone => f.write_str("Standalone"),
+            Topology::Cluster { seeds } => f
+                .debug_struct("Cluster")
+                .field("seeds", &addrs(seeds))
+                .finish(),
+            Topology::Sentinel {
+                master_name,
+                sentinels,
+            } => f
+                .debug_struct("Sentinel")
+                .field("master_name", master_name)
+                .field("sentinels", &addrs(sentinels))
+                .finish(),
+        }
     }
 }

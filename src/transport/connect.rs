@@ -6,18 +6,30 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::sentinel::SentinelConnection;
 use super::Connection;
-use crate::config::{Config, PublishMode};
+use crate::config::{Config, PublishMode, Topology};
 use crate::error::{Error, Result};
 
-/// Opens a command connection: to the server, or to the cluster through its seeds.
+/// Opens a command connection: to the server, to the cluster through its seeds, or to the
+/// master the sentinels name.
 pub(crate) async fn open(config: &Config) -> Result<Connection> {
-    let Some(seeds) = config.cluster_seeds() else {
-        let info = config.connection_info()?;
-        let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
-        return Ok(Connection::Standalone(
-            connect_manager(client, config).await?,
-        ));
+    let seeds = match config.topology() {
+        Topology::Standalone => {
+            let info = config.connection_info()?;
+            let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
+            return Ok(Connection::Standalone(
+                connect_manager(client, config).await?,
+            ));
+        }
+        Topology::Sentinel {
+            master_name,
+            sentinels,
+        } => {
+            let conn = SentinelConnection::open(config, master_name, sentinels).await?;
+            return Ok(Connection::Sentinel(conn));
+        }
+        Topology::Cluster { seeds } => seeds,
     };
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
     #[allow(unused_mut)]

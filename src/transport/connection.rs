@@ -5,13 +5,15 @@
 //! pipeline of one key's commands to that key's node ([`Connection::pipeline_for`]). A
 //! standalone server is a `ConnectionManager`; a cluster is redis-rs's async cluster
 //! connection, which routes each script by its first key to that slot's master and follows
-//! `MOVED` and `ASK`.
+//! `MOVED` and `ASK`; a Sentinel-watched master is the current master's connection, switched
+//! when the sentinels name another ([`SentinelConnection`]).
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use super::sentinel::SentinelConnection;
 use super::slots::{self, Grouping, SlotMap};
 
 /// The connection scripts and queries are sent on.
@@ -21,6 +23,8 @@ pub(crate) enum Connection {
     Standalone(ConnectionManager),
     /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs.
     Cluster(ClusterConnection),
+    /// The master Redis Sentinel names, followed through failovers.
+    Sentinel(SentinelConnection),
 }
 
 impl Connection {
@@ -28,7 +32,7 @@ impl Connection {
     /// cluster only keys of one slot.
     pub(crate) fn grouping(&self) -> Grouping {
         match self {
-            Connection::Standalone(_) => Grouping::Any,
+            Connection::Standalone(_) | Connection::Sentinel(_) => Grouping::Any,
             Connection::Cluster(_) => Grouping::BySlot,
         }
     }
@@ -53,6 +57,7 @@ impl Connection {
     pub(crate) async fn on_any_master(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         let reply = match self {
             Connection::Standalone(conn) => cmd.query_async(conn).await?,
+            Connection::Sentinel(conn) => cmd.query_async(conn).await?,
             Connection::Cluster(conn) => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
                 conn.route_command(cmd.clone(), routing).await?
@@ -89,7 +94,7 @@ impl Connection {
     }
 
     /// Sends `pipe` in one write to the cluster node `host:port` (commands whose keys it
-    /// serves), with one answer per command. On a standalone server, to the server.
+    /// serves), with one answer per command. On one master (standalone, sentinel), to it.
     pub(crate) async fn pipeline_to(
         &mut self,
         pipe: Pipeline,
@@ -99,6 +104,7 @@ impl Connection {
         let count = pipe.len();
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
+            Connection::Sentinel(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
             Connection::Cluster(conn) => {
                 let route = SingleNodeRoutingInfo::ByAddress {
                     host: host.to_string(),
@@ -120,6 +126,7 @@ impl Connection {
     ) -> RedisResult<Vec<RedisResult<Value>>> {
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
+            Connection::Sentinel(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
             Connection::Cluster(conn) => {
                 // redis-rs would route a pipeline by its first keyed command, and refuse one
                 // whose keyless `PUBSUB` it routes elsewhere: name the node.
@@ -142,6 +149,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -154,12 +162,14 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(cmd, offset, count),
             Connection::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+            Connection::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Connection::Standalone(conn) => conn.get_db(),
+            Connection::Sentinel(conn) => conn.get_db(),
             Connection::Cluster(_) => 0,
         }
     }

@@ -1,11 +1,34 @@
 //! The connection side, the seam between the lock kinds and the topology: the command
-//! [`Connection`] (standalone now; cluster and sentinel are variants to add, with no change to
-//! the kinds or the engine), how many keys one call may carry ([`slots`]), and the
-//! subscription hub every waiter of a client shares ([`pubsub`]).
+//! [`Connection`] (a standalone server, a cluster, or a master that Sentinel watches
+//! ([`sentinel`]), with no change to the kinds or the engine), how many keys one call may
+//! carry ([`slots`]), and the subscription hub every waiter of a client shares ([`pubsub`]).
 
 pub(crate) mod connect;
 mod connection;
 pub(crate) mod pubsub;
+pub(crate) mod sentinel;
 pub(crate) mod slots;
 
 pub(crate) use connection::Connection;
+
+/// `base` (its login, TLS and protocol) for the node at `host:port`.
+pub(crate) fn node_info(
+    base: &redis::ConnectionInfo,
+    host: &str,
+    port: u16,
+) -> redis::ConnectionInfo {
+    let addr = match base.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+    };
+    base.clone().set_addr(addr)
+}

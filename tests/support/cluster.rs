@@ -33,6 +33,17 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node to start on `port`, in `dir` (created).
+    pub fn new(port: u16, dir: PathBuf) -> Node {
+        std::fs::create_dir_all(&dir).unwrap();
+        Node {
+            port,
+            announced: None,
+            dir,
+            child: None,
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -49,6 +60,14 @@ impl Node {
         cmd.query(&mut self.conn()?)
     }
 
+    /// kill -9 of its process (it can be started again on its port, in its folder).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }
@@ -59,7 +78,7 @@ impl Node {
     }
 
     /// A field of `INFO <section>`, or of `CLUSTER INFO` for section `cluster`.
-    fn info_field(&self, section: &str, field: &str) -> Option<String> {
+    pub fn info_field(&self, section: &str, field: &str) -> Option<String> {
         let args = match section {
             "cluster" => ["CLUSTER", "INFO"],
             _ => ["INFO", section],
@@ -110,7 +129,7 @@ impl RedisCluster {
     pub fn start_on(ports: &[u16], announce: Option<(usize, u16)>) -> RedisCluster {
         let root =
             std::env::temp_dir().join(format!("rlock-cluster-{}-{}", std::process::id(), ports[0]));
-        remove_dead_runs();
+        remove_dead_runs("rlock-cluster-");
         let _ = std::fs::remove_dir_all(&root);
         let mut nodes: Vec<Node> = ports
             .iter()
@@ -364,11 +383,11 @@ impl RedisCluster {
 
     /// kill -9 of the node on `port` (its data is lost; its `nodes.conf` stays).
     pub fn kill(&mut self, port: u16) {
-        let node = self.nodes.iter_mut().find(|n| n.port == port).unwrap();
-        if let Some(mut child) = node.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .unwrap()
+            .kill();
     }
 
     /// Starts every killed node again on its port (each rejoins from its `nodes.conf`) and
@@ -416,15 +435,16 @@ impl RedisCluster {
     }
 }
 
-/// Removes the folders of earlier test processes that are gone (a `static` is never dropped).
-fn remove_dead_runs() {
+/// Removes the folders (named `<prefix><pid>-...`) of earlier test processes that are gone (a
+/// `static` is never dropped).
+pub fn remove_dead_runs(prefix: &str) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(pid) = name
-            .strip_prefix("rlock-cluster-")
+            .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next())
         {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
@@ -437,10 +457,7 @@ fn remove_dead_runs() {
 impl Drop for RedisCluster {
     fn drop(&mut self) {
         for node in &mut self.nodes {
-            if let Some(mut child) = node.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            node.kill();
         }
         if let Some(root) = self.nodes.first().and_then(|n| n.dir.parent()) {
             let _ = std::fs::remove_dir_all(root);
@@ -475,8 +492,7 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 /// Starts `node`'s process from the keeper thread (see the module docs).
 fn spawn(node: &mut Node) {
     let port = node.port;
-    let dir = node.dir.clone();
-    let announce: Vec<String> = match node.announced {
+    let mut args: Vec<String> = match node.announced {
         Some(to) => vec![
             "--cluster-announce-port".into(),
             to.to_string(),
@@ -485,29 +501,41 @@ fn spawn(node: &mut Node) {
         ],
         None => Vec::new(),
     };
+    args.extend(
+        [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ]
+        .map(String::from),
+    );
+    spawn_node(node, args);
+}
+
+/// Starts `node`'s `redis-server` on its port and in its folder, with `args` after the
+/// common ones (no persistence), from the keeper thread; waits until it answers `PING`. A
+/// first argument ending in `.conf` is passed first, as the config file.
+pub fn spawn_node(node: &mut Node, args: Vec<String>) {
+    let port = node.port;
+    let dir = node.dir.clone();
     let child = keeper(move || {
         use std::os::unix::process::CommandExt;
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(&announce)
-            .args([
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-            ])
-            .args([
-                "--cluster-node-timeout",
-                "2000",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+        let (conf, args) = match args.split_first() {
+            Some((conf, rest)) if conf.ends_with(".conf") => (Some(conf.clone()), rest.to_vec()),
+            _ => (None, args),
+        };
+        cmd.args(conf)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&dir)
             .arg("--logfile")
             .arg(dir.join("redis.log"))
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -529,7 +557,7 @@ fn spawn(node: &mut Node) {
 
 /// Runs `spawn` on the keeper thread: a parent-death signal fires when the *thread* that
 /// forked the child exits, so every node is forked from one thread that never exits.
-fn keeper(spawn: impl FnOnce() -> Child + Send + 'static) -> Child {
+pub fn keeper(spawn: impl FnOnce() -> Child + Send + 'static) -> Child {
     type Job = (
         Box<dyn FnOnce() -> Child + Send>,
         std::sync::mpsc::Sender<Child>,

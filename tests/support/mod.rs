@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod fleet;
 pub mod java;
 pub mod proxy;
+pub mod sentinel;
 pub mod server_info;
 pub mod tls;
 

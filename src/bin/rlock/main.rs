@@ -69,6 +69,25 @@ struct Global {
     )]
     cluster: Vec<String>,
 
+    /// A master watched by Redis Sentinel instead of one server: sentinel URLs,
+    /// comma-separated (their login applies to the master too); needs --master-name. Never
+    /// printed.
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_SENTINEL",
+        hide_env_values = true,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        conflicts_with = "cluster",
+        requires = "master_name"
+    )]
+    sentinel: Vec<String>,
+
+    /// The name the sentinels know the master by (Redisson's masterName), with --sentinel.
+    #[arg(long, global = true, env = "REDIS_MASTER_NAME", value_name = "NAME")]
+    master_name: Option<String>,
+
     /// PEM file of the CA that signed the server's certificate, for a rediss:// server whose
     /// certificate the system's roots do not trust (a private CA).
     #[arg(long, global = true, env = "REDIS_TLS_CA", value_name = "FILE")]
@@ -196,8 +215,19 @@ fn usage_error(err: clap::Error) -> ExitCode {
             ExitCode::from(failure::USAGE)
         }
         _ => {
+            // clap's first paragraph (a missing argument is named on the lines after the first).
             let text = err.to_string();
-            let first = text.lines().next().unwrap_or("invalid command line");
+            let paragraph: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let first = paragraph.join(" ");
+            let first = if first.is_empty() {
+                "invalid command line"
+            } else {
+                &first
+            };
             let message = first.strip_prefix("error: ").unwrap_or(first);
             eprintln!(
                 "{}",
@@ -262,12 +292,19 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// The deployment the global flags name: `--cluster` if given, else `--url`.
+/// The deployment the global flags name: `--cluster` or `--sentinel` if given, else `--url`.
 fn server(global: &Global) -> server::Server {
-    if global.cluster.is_empty() {
-        server::Server::Standalone(global.url.clone())
-    } else {
-        server::Server::Cluster(global.cluster.clone())
+    match (
+        &global.cluster[..],
+        &global.sentinel[..],
+        &global.master_name,
+    ) {
+        ([], [], _) => server::Server::Standalone(global.url.clone()),
+        ([], sentinels, master_name) => server::Server::Sentinel {
+            master_name: master_name.clone().unwrap_or_default(),
+            sentinels: sentinels.to_vec(),
+        },
+        (seeds, _, _) => server::Server::Cluster(seeds.to_vec()),
     }
 }
 
@@ -276,6 +313,10 @@ fn config(global: &Global, tls_ca: Option<Vec<u8>>) -> Result<Config, Failure> {
     let config = match server(global) {
         server::Server::Standalone(url) => Config::from_url(&url),
         server::Server::Cluster(seeds) => Config::cluster(seeds),
+        server::Server::Sentinel {
+            master_name,
+            sentinels,
+        } => Config::sentinel(&master_name, sentinels),
     };
     let mut config = config
         .map_err(Failure::from_lock)?

@@ -1,5 +1,6 @@
-//! Where the CLI's plain connections go: the server, or on a cluster the master of the slot
-//! of the key being looked at (every key of a lock shares its slot).
+//! Where the CLI's plain connections go: the server, the master the sentinels name, or on a
+//! cluster the master of the slot of the key being looked at (every key of a lock shares its
+//! slot).
 
 use std::time::Duration;
 
@@ -13,15 +14,20 @@ pub enum Server {
     Standalone(String),
     /// `--cluster`: its seed URLs.
     Cluster(Vec<String>),
+    /// `--sentinel` and `--master-name`.
+    Sentinel {
+        master_name: String,
+        sentinels: Vec<String>,
+    },
 }
 
-/// Where a key lives on a cluster.
+/// Where a key lives on a cluster, or which master the sentinels name.
 #[derive(Debug, Clone)]
 pub struct Placement {
-    /// The master serving the key's slot, `host:port`.
+    /// The master serving the key, `host:port`.
     pub node: String,
-    /// The key's slot.
-    pub slot: u16,
+    /// The key's slot (on a cluster).
+    pub slot: Option<u16>,
 }
 
 /// Opens a connection to `url` with short timeouts; for `rediss://`, `tls_ca` (PEM) is the
@@ -68,6 +74,10 @@ pub fn connect_for_key(
 ) -> Result<(redis::Connection, Option<Placement>), Failure> {
     let seeds = match server {
         Server::Standalone(url) => return Ok((connect(url.as_str(), tls_ca)?, None)),
+        Server::Sentinel {
+            master_name,
+            sentinels,
+        } => return connect_to_master(master_name, sentinels, tls_ca),
         Server::Cluster(seeds) => seeds,
     };
     let slot = redisson_lock::names::cluster_slot(key);
@@ -85,24 +95,65 @@ pub fn connect_for_key(
             }
         };
         let (host, port) = master_of(&mut conn, slot)?;
-        let addr = match info.addr() {
-            redis::ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => redis::ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port,
-                insecure: *insecure,
-                tls_params: tls_params.clone(),
-            },
-            _ => redis::ConnectionAddr::Tcp(host.clone(), port),
-        };
-        let conn = connect(info.set_addr(addr), tls_ca)?;
+        let conn = connect(at(&info, &host, port), tls_ca)?;
         let node = format!("{host}:{port}");
+        let slot = Some(slot);
         return Ok((conn, Some(Placement { node, slot })));
     }
     Err(failed)
+}
+
+/// A connection to the master the first answering sentinel names, with where that is.
+fn connect_to_master(
+    master_name: &str,
+    sentinels: &[String],
+    tls_ca: Option<&[u8]>,
+) -> Result<(redis::Connection, Option<Placement>), Failure> {
+    let mut failed = Failure::usage("--sentinel needs at least one url");
+    for sentinel in sentinels {
+        let info = sentinel
+            .as_str()
+            .into_connection_info()
+            .map_err(|e| Failure::usage(format!("invalid redis url ({})", e.category())))?;
+        let named: Result<Option<(String, u16)>, Failure> =
+            connect(info.clone(), tls_ca).and_then(|mut conn| {
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(master_name)
+                    .query(&mut conn)
+                    .map_err(Failure::from_redis)
+            });
+        match named {
+            Ok(Some((host, port))) => {
+                let conn = connect(at(&info, &host, port), tls_ca)?;
+                let node = format!("{host}:{port}");
+                return Ok((conn, Some(Placement { node, slot: None })));
+            }
+            Ok(None) => {
+                failed = Failure::usage(format!("no sentinel knows a master named {master_name:?}"))
+            }
+            Err(err) => failed = err,
+        }
+    }
+    Err(failed)
+}
+
+/// `info` (its login and TLS) for the node at `host:port`.
+fn at(info: &redis::ConnectionInfo, host: &str, port: u16) -> redis::ConnectionInfo {
+    let addr = match info.addr() {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
+    };
+    info.clone().set_addr(addr)
 }
 
 /// The master serving `slot`, from `CLUSTER SLOTS`.

@@ -107,7 +107,7 @@ pub struct Status {
     pub fencing_token: Option<i64>,
     /// A fair lock's waiting owners, first in line first.
     pub queue: Vec<Waiter>,
-    /// On a cluster: the node serving the key, and its slot.
+    /// On a cluster: the node serving the key, and its slot; on Sentinel: the master.
     pub placement: Option<Placement>,
 }
 
@@ -315,7 +315,7 @@ impl Status {
             "fencing_token": self.fencing_token,
             "queue": queue,
             "node": self.placement.as_ref().map(|p| p.node.clone()),
-            "slot": self.placement.as_ref().map(|p| p.slot),
+            "slot": self.placement.as_ref().and_then(|p| p.slot),
         })
     }
 
@@ -338,12 +338,17 @@ impl Status {
                 self.name, self.redis_type
             ),
         };
-        if let Some(placement) = &self.placement {
-            let _ = writeln!(
-                out,
-                "  node     {}  (slot {})",
-                placement.node, placement.slot
-            );
+        match &self.placement {
+            Some(Placement {
+                node,
+                slot: Some(slot),
+            }) => {
+                let _ = writeln!(out, "  node     {node}  (slot {slot})");
+            }
+            Some(Placement { node, slot: None }) => {
+                let _ = writeln!(out, "  node     {node}  (the master)");
+            }
+            None => {}
         }
         if let Some(mode) = &self.rw_mode {
             let _ = writeln!(out, "  mode     {mode}");

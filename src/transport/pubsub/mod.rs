@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode};
-use crate::transport::Connection;
+use crate::transport::{node_info, Connection};
 
 mod sharded;
 mod single;
@@ -40,24 +40,6 @@ const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a subscription nobody uses is kept (between one and two of these).
 const LINGER: Duration = Duration::from_secs(1);
-
-/// `base` (its login, TLS and protocol) for the node at `host:port`.
-fn node_info(base: &redis::ConnectionInfo, host: &str, port: u16) -> redis::ConnectionInfo {
-    let addr = match base.addr() {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host: host.to_string(),
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host.to_string(), port),
-    };
-    base.clone().set_addr(addr)
-}
 
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
@@ -168,14 +150,17 @@ impl Hub {
                 .map_err(crate::transport::connect::pubsub_error)?;
             return Ok(hub);
         }
-        let endpoint = if conn.is_cluster() {
-            single::Endpoint::AnyMaster {
+        let endpoint = match conn {
+            Connection::Cluster(_) => single::Endpoint::AnyMaster {
                 base,
                 conn,
                 turn: 0,
-            }
-        } else {
-            single::Endpoint::Fixed(base)
+            },
+            Connection::Sentinel(sentinel) => single::Endpoint::SentinelMaster {
+                base,
+                master: sentinel.master(),
+            },
+            Connection::Standalone(_) => single::Endpoint::Fixed(base),
         };
         let mut task = single::HubTask {
             hub: hub.clone(),

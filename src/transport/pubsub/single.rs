@@ -1,5 +1,6 @@
-//! One pub/sub connection for all of a client's channels: to the server, or on a cluster in
-//! classic mode to any master (a `PUBLISH` reaches every node of a cluster). It reconnects with
+//! One pub/sub connection for all of a client's channels: to the server, to the master the
+//! sentinels name (moving with it), or on a cluster in classic mode to any master (a `PUBLISH`
+//! reaches every node of a cluster). It reconnects with
 //! backoff on its own, subscribes every wanted channel again, bumps the hub's epoch and wakes
 //! every waiter, so none waits out a message that was published while it was away.
 
@@ -9,12 +10,13 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, PushInfo, PushKind, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-use crate::transport::Connection;
+use super::{Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+use crate::transport::sentinel::Addr;
+use crate::transport::{node_info, Connection};
 
 /// Where the connection goes.
 pub(super) enum Endpoint {
@@ -27,12 +29,22 @@ pub(super) enum Endpoint {
         conn: Connection,
         turn: usize,
     },
+    /// The master the sentinels name now, with the login and TLS of `base`; a switch ends
+    /// the connection to the old one.
+    SentinelMaster {
+        base: redis::ConnectionInfo,
+        master: watch::Receiver<Addr>,
+    },
 }
 
 impl Endpoint {
     async fn resolve(&mut self) -> redis::RedisResult<redis::ConnectionInfo> {
         match self {
             Endpoint::Fixed(info) => Ok(info.clone()),
+            Endpoint::SentinelMaster { base, master } => {
+                let (host, port) = master.borrow_and_update().clone();
+                Ok(node_info(base, &host, port))
+            }
             Endpoint::AnyMaster { base, conn, turn } => {
                 let map = conn.slot_map().await?;
                 let masters = map.masters();
@@ -46,6 +58,20 @@ impl Endpoint {
                 let (host, port) = &masters[*turn % masters.len()];
                 Ok(node_info(base, host, *port))
             }
+        }
+    }
+}
+
+impl Endpoint {
+    /// Resolves when the node connected to is no longer the right one (never, but on Sentinel).
+    async fn moved(&mut self) {
+        match self {
+            Endpoint::SentinelMaster { master, .. } => {
+                if master.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ => std::future::pending().await,
         }
     }
 }
@@ -205,6 +231,10 @@ impl HubTask {
                             return;
                         }
                     }
+                }
+                _ = self.endpoint.moved() => {
+                    tracing::debug!("the master moved; subscribing at the new one");
+                    return;
                 }
                 _ = ping.tick() => {
                     let pong: redis::RedisResult<Value> = redis::cmd("PING").query_async(&mut conn).await;

@@ -33,8 +33,9 @@ import org.redisson.config.Config;
  *
  * Usage: java -jar agent.jar redis://127.0.0.1:PORT [lockWatchdogTimeoutMs]
  *        java -jar agent.jar cluster:redis://HOST:PORT,redis://HOST:PORT... [lockWatchdogTimeoutMs]
- * (cluster mode: Redisson's defaults, but the topology scanned every second, so tests see a
- * failover quickly)
+ *        java -jar agent.jar sentinel:MASTER_NAME@redis://HOST:PORT,redis://HOST:PORT... [lockWatchdogTimeoutMs]
+ * (cluster and sentinel modes: Redisson's defaults, replica acknowledgement included, with the
+ * topology scanned every second)
  */
 public final class Agent {
     private static final Object OUT_LOCK = new Object();
@@ -62,6 +63,18 @@ public final class Agent {
         if (url.startsWith("cluster:")) {
             config.useClusterServers()
                     .addNodeAddress(url.substring("cluster:".length()).split(","))
+                    .setScanInterval(1000)
+                    .setMasterConnectionMinimumIdleSize(1)
+                    .setMasterConnectionPoolSize(8)
+                    .setSlaveConnectionMinimumIdleSize(1)
+                    .setSlaveConnectionPoolSize(8)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(4);
+        } else if (url.startsWith("sentinel:")) {
+            String[] nameAndUrls = url.substring("sentinel:".length()).split("@", 2);
+            config.useSentinelServers()
+                    .setMasterName(nameAndUrls[0])
+                    .addSentinelAddress(nameAndUrls[1].split(","))
                     .setScanInterval(1000)
                     .setMasterConnectionMinimumIdleSize(1)
                     .setMasterConnectionPoolSize(8)

@@ -1,0 +1,207 @@
+//! A real Sentinel group for tests: a master, its replica and three sentinels (quorum 2,
+//! `down-after-milliseconds 1000`), `redis-server` processes on free loopback ports, started
+//! and killed like the cluster's nodes (see [`super::cluster`]).
+//!
+//! Why not redis-rs's `redis-test` `RedisSentinel`: it has no faults, and the tests here fail
+//! the master over (`SENTINEL FAILOVER`) and kill it.
+//!
+//! One group serves every test of a binary ([`get`]); tests use distinct keys, and the ones
+//! that fail the master over take [`SentinelGroup::exclusive`] and leave the group healthy
+//! (a master with a synced replica, every sentinel agreeing on it).
+#![allow(dead_code)]
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use redisson_lock::Config;
+
+use super::cluster::{free_ports, remove_dead_runs, spawn_node, wait_for, Node};
+
+/// The master's name in the sentinels' configuration.
+pub const MASTER_NAME: &str = "rlock-master";
+
+/// Two data nodes (either may be the master) and three sentinels.
+pub struct SentinelGroup {
+    pub data: Vec<Node>,
+    pub sentinels: Vec<Node>,
+}
+
+/// The group of this test binary, started on first use.
+pub fn get() -> MutexGuard<'static, SentinelGroup> {
+    static GROUP: OnceLock<Mutex<SentinelGroup>> = OnceLock::new();
+    GROUP
+        .get_or_init(|| Mutex::new(SentinelGroup::start()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Failover tests take the topology exclusively; the others share it.
+static TOPOLOGY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+impl SentinelGroup {
+    /// Starts the master, its replica and the sentinels; waits until the group is healthy.
+    pub fn start() -> SentinelGroup {
+        let ports = free_ports(5);
+        let root = std::env::temp_dir().join(format!(
+            "rlock-sentinel-{}-{}",
+            std::process::id(),
+            ports[0]
+        ));
+        remove_dead_runs("rlock-sentinel-");
+        let _ = std::fs::remove_dir_all(&root);
+        let node = |port: u16| Node::new(port, root.join(port.to_string()));
+        let mut data = vec![node(ports[0]), node(ports[1])];
+        spawn_node(&mut data[0], Vec::new());
+        spawn_node(
+            &mut data[1],
+            ["--replicaof", "127.0.0.1", &ports[0].to_string()]
+                .map(String::from)
+                .to_vec(),
+        );
+        let mut sentinels: Vec<Node> = ports[2..].iter().map(|&p| node(p)).collect();
+        for sentinel in &mut sentinels {
+            let conf = root.join(sentinel.port.to_string()).join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                     sentinel failover-timeout {MASTER_NAME} 10000\n\
+                     sentinel parallel-syncs {MASTER_NAME} 1\n",
+                    ports[0]
+                ),
+            )
+            .unwrap();
+            let args = vec![conf.to_string_lossy().into_owned(), "--sentinel".into()];
+            spawn_node(sentinel, args);
+        }
+        let group = SentinelGroup { data, sentinels };
+        group.wait_healthy();
+        group
+    }
+
+    /// Waits until every sentinel names the same master, which has its replica connected and
+    /// synced, and knows the replica and the two other sentinels.
+    pub fn wait_healthy(&self) {
+        wait_for("a healthy sentinel group", Duration::from_secs(60), || {
+            let Some(master) = self.agreed_master() else {
+                return false;
+            };
+            let replica = self.data.iter().find(|n| n.port != master).unwrap();
+            replica
+                .info_field("replication", "master_link_status")
+                .as_deref()
+                == Some("up")
+                && replica.info_field("replication", "master_port").as_deref()
+                    == Some(master.to_string().as_str())
+                && self.sentinels.iter().all(|s| {
+                    let fields = master_fields(s);
+                    fields.get("num-slaves").map(String::as_str) == Some("1")
+                        && fields.get("num-other-sentinels").map(String::as_str) == Some("2")
+                        && fields.get("flags").map(String::as_str) == Some("master")
+                })
+        });
+    }
+
+    /// The master's port, if every sentinel names the same node and it says it is a master.
+    fn agreed_master(&self) -> Option<u16> {
+        let named: Vec<Option<u16>> = self.sentinels.iter().map(named_master).collect();
+        let first = named[0]?;
+        let node = self.data.iter().find(|n| n.port == first)?;
+        (named.iter().all(|n| *n == Some(first)) && node.is_master()).then_some(first)
+    }
+
+    /// Failover tests hold this for their whole run.
+    pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
+        TOPOLOGY.write().await
+    }
+
+    /// Tests that need the master to stay put hold this.
+    pub async fn steady() -> tokio::sync::RwLockReadGuard<'static, ()> {
+        TOPOLOGY.read().await
+    }
+
+    /// `redis://127.0.0.1:<port>` of every sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Node::url).collect()
+    }
+
+    /// A client configuration through the sentinels.
+    pub fn config(&self) -> Config {
+        Config::sentinel(MASTER_NAME, self.sentinel_urls()).expect("sentinel config")
+    }
+
+    /// The current master (as the sentinels name it).
+    pub fn master(&self) -> &Node {
+        let port = named_master(&self.sentinels[0]).expect("the sentinels name a master");
+        self.data.iter().find(|n| n.port == port).unwrap()
+    }
+
+    /// The current replica.
+    pub fn replica(&self) -> &Node {
+        let master = self.master().port;
+        self.data.iter().find(|n| n.port != master).unwrap()
+    }
+
+    /// `SENTINEL FAILOVER`: waits until every sentinel names the replica and it says it is a
+    /// master (the moment clients can switch), returns its port, and then until the old
+    /// master is its synced replica.
+    pub fn fail_over(&self) -> u16 {
+        let new = self.replica().port;
+        // (A sentinel refuses with NOGOODSLAVE until it has fresh INFO of the replica.)
+        wait_for(
+            "SENTINEL FAILOVER to be taken",
+            Duration::from_secs(20),
+            || {
+                self.sentinels[0]
+                    .cmd::<String>(&["SENTINEL", "FAILOVER", MASTER_NAME])
+                    .is_ok()
+            },
+        );
+        wait_for(
+            "the sentinels to name the new master",
+            Duration::from_secs(30),
+            || self.agreed_master() == Some(new),
+        );
+        self.wait_healthy();
+        new
+    }
+
+    /// The node at `port`.
+    pub fn node(&self, port: u16) -> &Node {
+        self.data
+            .iter()
+            .chain(&self.sentinels)
+            .find(|n| n.port == port)
+            .unwrap()
+    }
+}
+
+impl Drop for SentinelGroup {
+    fn drop(&mut self) {
+        for node in self.data.iter_mut().chain(&mut self.sentinels) {
+            node.kill();
+        }
+    }
+}
+
+/// The master's port as `sentinel` names it.
+fn named_master(sentinel: &Node) -> Option<u16> {
+    let addr: Option<(String, u16)> = sentinel
+        .cmd(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])
+        .ok()?;
+    addr.map(|(_, port)| port)
+}
+
+/// `SENTINEL MASTER <name>` as field → value.
+fn master_fields(sentinel: &Node) -> std::collections::HashMap<String, String> {
+    let flat: Vec<String> = sentinel
+        .cmd(&["SENTINEL", "MASTER", MASTER_NAME])
+        .unwrap_or_default();
+    flat.chunks(2)
+        .filter_map(|kv| match kv {
+            [k, v] => Some((k.clone(), v.clone())),
+            _ => None,
+        })
+        .collect()
+}
