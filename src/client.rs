@@ -135,8 +135,9 @@ impl LockClient {
         config.validate()?;
         let mut conn = connect::open(&config).await?;
         let mode = connect::publish_mode(&mut conn, &config).await?;
+        connect::require_replica_sync(&mut conn, &config).await?;
         let cluster = conn.is_cluster();
-        let protocol = Protocol::new(conn.clone(), mode.publish_command());
+        let protocol = Protocol::new(conn.clone(), mode.publish_command(), config.replica_sync());
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
@@ -151,8 +152,12 @@ impl LockClient {
             hub: hub.clone(),
             // On a cluster in classic mode, a channel's listeners may sit on any node: one
             // node's count cannot show this client alone, so releases never hand off there.
+            // With replica sync, each write waits for its replicas, and a hand-off's pipeline
+            // sends none: releases never hand off then either.
             handoffs: Arc::new(Handoffs::new(
-                config.local_handoff() && !(cluster && mode == PublishMode::Publish),
+                config.local_handoff()
+                    && !(cluster && mode == PublishMode::Publish)
+                    && !protocol.syncs_replicas(),
             )),
             jobs: jobs.downgrade(),
             pending: Arc::default(),
@@ -285,7 +290,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                 match connect::open(&config).await {
                     Ok(conn) => {
                         let watchdog = Watchdog {
-                            protocol: Protocol::new(conn, publish),
+                            protocol: Protocol::new(conn, publish, config.replica_sync()),
                             core,
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),

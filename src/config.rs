@@ -84,6 +84,7 @@ pub struct Config {
     connect_timeout: Duration,
     tls_root_cert: Option<Vec<u8>>,
     local_handoff: bool,
+    replica_sync: Option<Duration>,
 }
 
 /// How the deployment is reached, beyond [`Config::connection`]. (No `Debug`: a
@@ -106,6 +107,8 @@ impl Config {
     pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
     /// Redisson's renewal batch size: 100 keys per script call.
     pub const DEFAULT_RENEWAL_BATCH_SIZE: usize = 100;
+    /// Redisson's `slavesSyncTimeout`: how long a lock write waits for its replicas, 1 s.
+    pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 
     /// A configuration for the server at `url` (`redis://[user:password@]host[:port][/db]` or
     /// `rediss://...`), with Redisson's defaults for everything else.
@@ -220,6 +223,7 @@ impl Config {
             connect_timeout: Duration::from_secs(5),
             tls_root_cert: None,
             local_handoff: true,
+            replica_sync: Some(Self::DEFAULT_REPLICA_SYNC_TIMEOUT),
         }
     }
 
@@ -249,6 +253,34 @@ impl Config {
     pub fn with_local_handoff(mut self, enabled: bool) -> Self {
         self.local_handoff = enabled;
         self
+    }
+
+    /// Whether lock writes wait for the master's replicas, and how long (default 1 s on, as
+    /// Redisson's `checkLockSyncedSlaves` and `slavesSyncTimeout`). `None` turns it off.
+    ///
+    /// Through Sentinel, each script that writes a lock (acquire, unlock, renewal) is followed
+    /// by `WAIT <replicas> <timeout>` in the same write to the master, `<replicas>` being the
+    /// replicas connected to it. When none acknowledges in time, the write may be lost to a
+    /// failover: an acquire is undone and fails with [`Error::NotReplicated`], a renewal counts
+    /// as unconfirmed (a whole lease of them and the holder is told its lock is lost), an
+    /// unlock is logged. A master without replicas gets no `WAIT`; a standalone server never
+    /// does (nor does Redisson's single-server mode). Not sent on a cluster yet.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redisson_lock::Config::sentinel("mymaster", ["redis://10.0.0.1:26379"])?
+    ///     .with_replica_sync(Some(Duration::from_secs(3)));
+    /// assert_eq!(config.replica_sync(), Some(Duration::from_secs(3)));
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
+        self.replica_sync = timeout;
+        self
+    }
+
+    /// How long lock writes wait for replicas, if they do ([`Config::with_replica_sync`]).
+    pub fn replica_sync(&self) -> Option<Duration> {
+        self.replica_sync
     }
 
     /// How often the watchdog renews (default: a third of the watchdog timeout).
@@ -407,6 +439,12 @@ impl Config {
         if self.response_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be positive".into()));
         }
+        if self.replica_sync.is_some_and(|t| t.as_millis() == 0) {
+            // (`WAIT n 0` blocks until the replicas answer, however long that takes.)
+            return Err(Error::Config(
+                "the replica sync timeout must be at least 1 ms; turn it off with with_replica_sync(None)".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -466,6 +504,7 @@ impl fmt::Debug for Config {
             .field("response_timeout", &self.response_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("local_handoff", &self.local_handoff)
+            .field("replica_sync", &self.replica_sync)
             .field(
                 "tls_root_cert",
                 &self.tls_root_cert.as_ref().map(|_| "<pem>"),

@@ -83,6 +83,33 @@ pub enum Error {
         derived_slot: u16,
     },
 
+    /// No replica of the master acknowledged a lock write within the replica sync timeout
+    /// ([`Config::with_replica_sync`](crate::Config::with_replica_sync); Redisson's
+    /// `NoSyncedSlavesException`), so a failover could lose it. For an acquire, the hold it
+    /// took has been released again: the caller does not hold the lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let err = redisson_lock::Error::NotReplicated {
+    ///     lock: "orders".into(),
+    ///     replicas: 2,
+    ///     timeout: Duration::from_secs(1),
+    /// };
+    /// assert!(err.is_not_replicated());
+    /// assert!(err.to_string().contains("none of the master's 2 replicas"));
+    /// ```
+    #[error(
+        "lock `{lock}`: none of the master's {replicas} replicas acknowledged the write within {timeout:?}, so a failover could lose it, and the acquire was undone (Redisson: NoSyncedSlavesException); raise Config::with_replica_sync, or turn it off with with_replica_sync(None) if losing locks to a failover is acceptable"
+    )]
+    NotReplicated {
+        /// The lock's name.
+        lock: String,
+        /// Replicas the master had connected.
+        replicas: u32,
+        /// How long the write waited for them.
+        timeout: std::time::Duration,
+    },
+
     /// The configuration or URL is not usable.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -125,6 +152,11 @@ impl Error {
     /// The guard's lock had been lost before the operation.
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, Error::LockLost { .. })
+    }
+
+    /// No replica acknowledged the lock write in time ([`Error::NotReplicated`]).
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     /// The key holds something that is not a lock.
@@ -214,6 +246,8 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
     }
     err.is_timeout()
         || err.is_connection_refusal()
+        // (Redis 6 wraps a replica's READONLY inside a script's `ERR Error running script`.)
+        || has_code(err, "READONLY")
         || matches!(
             err.retry_method(),
             RetryMethod::Reconnect

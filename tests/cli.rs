@@ -118,7 +118,7 @@ impl Drop for Running {
 }
 
 /// Whether process `pid` is gone, or a zombie waiting to be reaped (it runs no more code),
-/// within a second: a signalled process needs a moment to die.
+/// within 5 s: a signalled process needs a moment to die (longer on a loaded machine).
 fn is_dead(pid: &str) -> bool {
     let gone = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
@@ -126,7 +126,7 @@ fn is_dead(pid: &str) -> bool {
             .rsplit_once(')')
             .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
     };
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(5);
     while !gone() {
         if Instant::now() > deadline {
             return false;

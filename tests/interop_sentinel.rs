@@ -21,6 +21,7 @@ const PROMPT: Duration = Duration::from_secs(5);
 support::java::scenarios!(
     wake_ups_cross_languages,
     wake_ups_cross_languages_after_a_failover,
+    lock_writes_wait_for_the_replica_on_both_sides,
 );
 
 /// The agent's address argument for the group.
@@ -132,6 +133,50 @@ async fn wake_ups_cross_languages_after_a_failover(jar: &Path) {
     // +switch-master, and nothing tells the test when it has: two scans' time.
     tokio::time::sleep(Duration::from_secs(2)).await;
     both_directions(&s, &name).await;
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
+
+/// `WAIT` commands the master has run.
+fn wait_calls() -> u64 {
+    let stats = sentinel::get()
+        .master()
+        .info_field("commandstats", "cmdstat_wait")
+        .unwrap_or_default();
+    stats
+        .strip_prefix("calls=")
+        .and_then(|s| s.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Redisson in sentinel mode follows each lock script with `WAIT` for the master's replica
+/// (`checkLockSyncedSlaves`, on by default): so does this crate, one per acquire and unlock.
+async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
+    // (Exclusive: other tests' writes would be counted too.)
+    let _exclusive = SentinelGroup::exclusive().await;
+    let s = setup(jar).await;
+    let name = format!("swait-{}", s.java.version().replace('.', "_"));
+    support::load_scripts(&s.rust).await;
+    s.java.lock_lease(&name, "a", LONG_LEASE_MS).await.unwrap();
+    s.java.unlock(&name, "a").await.unwrap();
+    let before = wait_calls();
+    s.java.lock_lease(&name, "a", LONG_LEASE_MS).await.unwrap();
+    s.java.unlock(&name, "a").await.unwrap();
+    let java = wait_calls() - before;
+    let before = wait_calls();
+    let guard = s.rust.lock(&name).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    let rust = wait_calls() - before;
+    println!(
+        "WAITs per lock and unlock: Redisson {} {java}, this crate {rust}",
+        s.java.version()
+    );
+    assert_eq!(
+        rust, 2,
+        "one WAIT behind the acquire, one behind the unlock"
+    );
+    assert_eq!(java, rust, "as many as Redisson sends");
     s.rust.shutdown().await;
     s.java.shutdown().await;
 }

@@ -23,6 +23,16 @@ fn holders(node: &Node, key: &str) -> Vec<String> {
     node.cmd::<Vec<String>>(&["HKEYS", key]).unwrap()
 }
 
+/// `WAIT` commands `node` has run.
+fn wait_calls(node: &Node) -> u64 {
+    node.info_field("commandstats", "cmdstat_wait")
+        .and_then(|stats| {
+            let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+            calls.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 fn listeners(node: &Node, channel: &str) -> i64 {
     let (_, n): (String, i64) = node.cmd(&["PUBSUB", "NUMSUB", channel]).unwrap();
     n
@@ -107,7 +117,9 @@ async fn an_unknown_master_name_is_refused_at_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
     let _exclusive = SentinelGroup::exclusive().await;
-    let lease = Duration::from_millis(1500);
+    // (A lease that outlasts the failover's window, in which renewals still reach the old
+    // master: a shorter one may be lost there, and its holder told.)
+    let lease = Duration::from_secs(5);
     let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
     let waiter = client_with(|c| c).await;
     let held = holder.lock("s-failover").lock().await.unwrap();
@@ -135,20 +147,28 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
     .await;
     assert!(moved, "the waiter's subscription moved to the new master");
 
-    // Two more leases: renewed at the new master, never lost.
-    tokio::time::sleep(lease * 2).await;
+    // Renewed at the new master (its TTL goes back up), never lost.
+    let pttl = || -> i64 {
+        sentinel::get()
+            .node(new)
+            .cmd(&["PTTL", "s-failover"])
+            .unwrap()
+    };
+    let (before, since) = (pttl(), Instant::now());
+    let renewed = support::eventually(lease, || {
+        pttl() > before - since.elapsed().as_millis() as i64 + 500
+    })
+    .await;
+    assert!(renewed, "renewed at the new master");
     assert!(
         !held.is_lost(),
         "the holder kept its lock: {:?}",
         held.lost_reason()
     );
-    {
-        let group = sentinel::get();
-        let master = group.node(new);
-        assert_eq!(holders(master, "s-failover"), vec![held.owner_field()]);
-        let pttl: i64 = master.cmd(&["PTTL", "s-failover"]).unwrap();
-        assert!(pttl > 0, "renewed at the new master (PTTL {pttl})");
-    }
+    assert_eq!(
+        holders(sentinel::get().node(new), "s-failover"),
+        vec![held.owner_field()]
+    );
     let fresh = holder.lock("s-failover-after").lock().await.unwrap();
     assert_eq!(
         holders(sentinel::get().node(new), "s-failover-after"),
@@ -222,4 +242,189 @@ async fn the_cli_works_through_the_sentinels() {
     );
     let _ = guard.unlock().await;
     client.shutdown().await;
+}
+
+/// Replica sync is on by default, as Redisson's `checkLockSyncedSlaves`: every lock write
+/// carries one `WAIT` for the master's replica; turned off, none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_lock_write_waits_for_the_replica_unless_turned_off() {
+    // (Exclusive: other tests' writes would be counted too.)
+    let _exclusive = SentinelGroup::exclusive().await;
+    for (sync, expected) in [(true, 2), (false, 0)] {
+        let client = client_with(|c| if sync { c } else { c.with_replica_sync(None) }).await;
+        support::load_scripts(&client).await;
+        let before = wait_calls(sentinel::get().master());
+        let guard = client.lock("s-wait").lock().await.unwrap();
+        guard.unlock().await.unwrap();
+        assert_eq!(
+            wait_calls(sentinel::get().master()) - before,
+            expected,
+            "WAITs behind one acquire and one unlock (replica sync {sync})"
+        );
+        client.shutdown().await;
+    }
+    let zero = sentinel::get()
+        .config()
+        .with_replica_sync(Some(Duration::ZERO));
+    assert!(matches!(
+        LockClient::with_config(zero).await,
+        Err(Error::Config(_))
+    ));
+}
+
+/// A stopped replica acknowledges nothing: an acquire waits out the sync timeout, is undone
+/// and fails with `NotReplicated` (nothing left held at the master); a holder whose renewals
+/// go unacknowledged for a whole lease is told its lock is lost, although the master has
+/// them (its replica's TTL ran out: a failover now would free the lock). Once the replica is
+/// back, the lock is free to take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_replica_acknowledgement_acquires_are_undone_and_holders_told() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    // Long enough for renewals that each wait out WAIT's 1 s to keep the key at the master.
+    let lease = Duration::from_secs(5);
+    let client = client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let held = client.lock("s-unsynced-held").lock().await.unwrap();
+    sentinel::get().replica().signal(libc::SIGSTOP);
+
+    let pttl = || -> i64 {
+        sentinel::get()
+            .master()
+            .cmd(&["PTTL", "s-unsynced-held"])
+            .unwrap()
+    };
+    let (started, first) = (Instant::now(), pttl());
+    let err = client.lock("s-unsynced").try_lock().await.unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_not_replicated(), "{err}");
+    assert!(
+        took >= Duration::from_secs(1),
+        "waited out WAIT's 1 s: {took:?}"
+    );
+    assert!(
+        holders(sentinel::get().master(), "s-unsynced").is_empty(),
+        "the unacknowledged acquire was undone"
+    );
+    // Until the holder is told: did the key's TTL at the master go up? (Then the master had
+    // the renewals; only the replica missed them.)
+    let mut renewed_at_master = false;
+    let told = tokio::time::timeout(lease * 2, async {
+        while !held.is_lost() {
+            let unrenewed = first - started.elapsed().as_millis() as i64;
+            renewed_at_master |= pttl() > unrenewed + 500;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    sentinel::get().replica().signal(libc::SIGCONT);
+    assert!(told.is_ok(), "the holder was told within two leases");
+    assert!(renewed_at_master, "the master had the renewals");
+
+    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
+        .await
+        .unwrap();
+    let guard = client
+        .lock("s-unsynced")
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free once the replica acknowledges again");
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// SIGSTOP of the master, as a network partition would isolate it: the sentinels promote its
+/// replica while the old master, frozen, still believes it is the master. The waiter moves to
+/// the new master before the old one could tell it anything (it is frozen), the holder keeps
+/// its lock or is told it lost it, the waiter gets the lock once it is released, and after
+/// the old master resumes (a stale master until the sentinels demote it) nothing is written
+/// there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_master_is_left_behind_and_nothing_is_written_there() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let lease = Duration::from_secs(8);
+    let quick = |c: Config| {
+        c.with_watchdog_timeout(lease)
+            .with_response_timeout(Duration::from_millis(500))
+    };
+    let holder = client_with(quick).await;
+    let waiter = client_with(quick).await;
+    let held = holder.lock("s-frozen").lock().await.unwrap();
+    let lock = waiter.lock("s-frozen");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    let channel = names::lock_channel("s-frozen");
+    let old = sentinel::get().master().port;
+    let subscribed = support::eventually(Duration::from_secs(5), || {
+        listeners(sentinel::get().node(old), &channel) == 1
+    })
+    .await;
+    assert!(subscribed, "the waiter subscribes at the master");
+
+    let frozen = Instant::now();
+    let (old, new) = tokio::task::spawn_blocking(|| sentinel::get().freeze_master())
+        .await
+        .unwrap();
+    let promoted = frozen.elapsed();
+    // (Within 2 s: the follower hears +switch-master or asks the sentinels each second. The
+    // frozen master cannot drop the connection, and a ping would notice only within 5.5 s.)
+    let moved = support::eventually(Duration::from_secs(2), || {
+        listeners(sentinel::get().node(new), &channel) == 1
+    })
+    .await;
+    assert!(
+        moved,
+        "the waiter subscribed at the new master while the old one is frozen"
+    );
+    eprintln!(
+        "frozen master {old}: replica {new} promoted after {promoted:?}, waiter moved after {:?}",
+        frozen.elapsed()
+    );
+
+    // Released by its holder, or lost and told: either way the waiter gets the lock.
+    let released = Instant::now();
+    let was_lost = held.is_lost();
+    let _ = held.unlock().await;
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(15), waiting)
+        .await
+        .expect("the waiter gets the lock at the new master")
+        .unwrap()
+        .unwrap();
+    eprintln!(
+        "holder lost its lock: {was_lost}; waiter served {:?} after the release",
+        acquired - released
+    );
+    assert_eq!(
+        holders(sentinel::get().node(new), "s-frozen"),
+        vec![guard.owner_field()]
+    );
+
+    // The old master comes back believing it is the master: nothing may be written there.
+    sentinel::get().node(old).signal(libc::SIGCONT);
+    let after = holder.lock("s-frozen-after").lock().await.unwrap();
+    assert_eq!(
+        holders(sentinel::get().node(new), "s-frozen-after"),
+        vec![after.owner_field()],
+        "written at the new master"
+    );
+    // (Once the sentinels have demoted it, the key may reach it by replication: look only
+    // while it is still a stale master, as it is for a while after it resumes.)
+    let (still_master, stale): (bool, i64) = {
+        let group = sentinel::get();
+        let node = group.node(old);
+        (
+            node.is_master(),
+            node.cmd(&["EXISTS", "s-frozen-after"]).unwrap(),
+        )
+    };
+    if still_master {
+        assert_eq!(stale, 0, "nothing written at the stale master");
+    } else {
+        eprintln!("the old master was demoted before it could be looked at");
+    }
+    after.unlock().await.unwrap();
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+    tokio::task::spawn_blocking(move || sentinel::get().resume(old))
+        .await
+        .unwrap();
 }

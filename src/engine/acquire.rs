@@ -315,6 +315,17 @@ impl Target<'_> {
                     request.answered(sent_at);
                     return Ok(Err(pttl_ms));
                 }
+                Ok(Attempt::Unsynced { replicas }) => {
+                    // Held at the master only: a failover could hand it to someone else while
+                    // this owner believes it holds it. Undone, as Redisson 4.x does.
+                    request.answered(sent_at);
+                    request.release_late_hold().await;
+                    return Err(Error::NotReplicated {
+                        lock: self.name.to_string(),
+                        replicas,
+                        timeout: self.shared.config.replica_sync().unwrap_or_default(),
+                    });
+                }
                 // (A single attempt loads an unknown script and runs again: not reached.)
                 Ok(Attempt::NotRun) => continue,
                 Err(err) if crate::error::is_transient(&err) => {

@@ -375,7 +375,11 @@ impl Offer {
             let outcome = match attempt {
                 // The waiter went away while its hand-off was in flight: this release settles
                 // what the acquire did.
-                Ok(Attempt::Acquired { .. }) if matches!(*state, PlaceState::Gone) => {
+                // (A hand-off's pipeline sends no `WAIT`, so `Unsynced` is not reached; it
+                // would be a hold all the same.)
+                Ok(Attempt::Acquired { .. } | Attempt::Unsynced { .. })
+                    if matches!(*state, PlaceState::Gone) =>
+                {
                     orphan = Some(orphan_of(true));
                     None
                 }
@@ -387,6 +391,10 @@ impl Offer {
                 Ok(Attempt::Acquired { token }) => Some(Outcome::Acquired(
                     holds.register(raw, &self.key, place.owner, place.lease, sent_at),
                     token,
+                )),
+                Ok(Attempt::Unsynced { .. }) => Some(Outcome::Acquired(
+                    holds.register(raw, &self.key, place.owner, place.lease, sent_at),
+                    None,
                 )),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
                 Ok(Attempt::NotRun) => Some(Outcome::Withdrawn),

@@ -536,7 +536,7 @@ async fn run_job(ctx: Core, job: Job) {
             let _ = done.send(());
         }
         Job::FinishAttempt(attempt, unsettled) => match attempt.await {
-            Ok(Attempt::Acquired { .. }) => {
+            Ok(Attempt::Acquired { .. } | Attempt::Unsynced { .. }) => {
                 tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
                 undo(&ctx, &unsettled).await;
             }

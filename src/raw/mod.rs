@@ -36,7 +36,8 @@ impl PartialEq for Kind {
 impl Eq for Kind {}
 
 impl Kind {
-    /// Sends the kind's [`renew_call`](RawLock::renew_call) alone: one bool per entry.
+    /// Sends the kind's [`renew_call`](RawLock::renew_call) alone: one bool per entry. With
+    /// replica sync, a renewal no replica acknowledged fails: it counts as unconfirmed.
     pub(crate) fn renew(
         &'static self,
         protocol: &Protocol,
@@ -45,7 +46,16 @@ impl Kind {
     ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
         let call = self.renew_call(lease_ms, entries);
         let (n, mut conn) = (entries.len(), protocol.connection().clone());
-        Box::pin(async move { self.renewed(call.send(&mut conn).await?, n) })
+        let (key, wait) = (entries[0].0.to_string(), protocol.wait_for());
+        Box::pin(async move {
+            let (reply, synced) =
+                protocol::invoke_synced(call.script, &call.cmd, &key, wait, &mut conn).await?;
+            match synced {
+                // Renewed at the master only: its replicas' TTLs run on, so it is unconfirmed.
+                protocol::Synced::No { replicas } => Err(protocol::not_replicated(replicas)),
+                protocol::Synced::Yes => self.renewed(reply, n),
+            }
+        })
     }
 }
 

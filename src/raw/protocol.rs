@@ -59,18 +59,13 @@ pub(super) fn evalsha(script: &Lua, numkeys: usize, args: usize, bytes: usize) -
     cmd
 }
 
-/// One script call, encoded: what a caller pipelines, or sends alone with [`Call::send`].
+/// One script call, encoded: what a caller pipelines, or sends alone with [`invoke_synced`].
 pub(crate) struct Call {
     pub(crate) script: &'static Lua,
     pub(crate) cmd: Cmd,
 }
 
 impl Call {
-    /// Sends the call alone (after `NOSCRIPT`, as `EVAL`: see [`invoke`]).
-    pub(crate) async fn send(&self, conn: &mut Connection) -> RedisResult<Value> {
-        invoke(self.script, &self.cmd, conn).await
-    }
-
     /// The call as `EVAL` with the script's text: what to pipeline again to a node that
     /// answered `NOSCRIPT` (which caches the script there).
     pub(crate) fn as_eval(&self) -> Cmd {
@@ -113,6 +108,10 @@ pub(crate) enum Attempt {
     /// The server did not know the script, so nothing ran. Only the acquire pipelined behind
     /// a hand-off's unlock answers this (a single attempt loads the script and runs again).
     NotRun,
+    /// The owner now holds the lock at the master, but none of its `replicas` acknowledged the
+    /// write (replica sync, see [`Protocol::wait_for`]): a failover could lose it, so the
+    /// engine releases it again.
+    Unsynced { replicas: u32 },
 }
 
 impl Attempt {
@@ -219,13 +218,95 @@ impl Release {
 }
 
 /// What every kind's scripts go through: the connection, the publish command the unlock
-/// scripts run, and the kind-agnostic commands (latches, queries).
+/// scripts run, the replica acknowledgement writes wait for, and the kind-agnostic commands
+/// (latches, queries).
 #[derive(Clone)]
 pub(crate) struct Protocol {
     pub(super) conn: Connection,
     pub(super) publish: &'static str,
     /// The `PUBSUB` subcommand that counts the publish command's listeners.
     pub(super) numsub: &'static str,
+    /// How long a write waits for replicas (`WAIT`'s timeout, ms), if it does.
+    replica_sync_ms: Option<u64>,
+}
+
+/// The `WAIT` that follows a write: for how many replicas, how long.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    pub(crate) replicas: u32,
+    pub(crate) timeout_ms: u64,
+}
+
+/// Whether a write's replicas acknowledged it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synced {
+    /// At least one replica did, or no `WAIT` was asked for.
+    Yes,
+    /// None of the master's `replicas` did in time.
+    No { replicas: u32 },
+}
+
+/// The error a renewal whose write no replica acknowledged fails with: it counts as
+/// unconfirmed, like a lost reply.
+pub(crate) fn not_replicated(replicas: u32) -> redis::RedisError {
+    redis::RedisError::from((
+        ErrorKind::Server(ServerErrorKind::ResponseError),
+        "no replica acknowledged the write in time",
+        format!("{replicas} replicas connected"),
+    ))
+}
+
+/// Sends the script call `cmd` (built by [`evalsha`]) and, when `wait` is given, `WAIT` behind
+/// it in the same write to `key`'s master (a bare `WAIT` could reach another connection or
+/// node, and mean nothing). After `NOSCRIPT` (nothing ran) both go again with `EVAL`. A `WAIT`
+/// that fails once the script has run counts as no acknowledgement: the script's answer must
+/// not be lost.
+pub(super) async fn invoke_synced<T: FromRedisValue>(
+    script: &Lua,
+    cmd: &Cmd,
+    key: &str,
+    wait: Option<Wait>,
+    conn: &mut Connection,
+) -> RedisResult<(T, Synced)> {
+    let Some(wait) = wait else {
+        return Ok((invoke(script, cmd, conn).await?, Synced::Yes));
+    };
+    let with_wait = |call: Cmd| {
+        let mut pipe = redis::pipe();
+        pipe.add_command(call)
+            .cmd("WAIT")
+            .arg(wait.replicas)
+            .arg(wait.timeout_ms);
+        pipe
+    };
+    let mut replies = conn.pipeline_for(&with_wait(cmd.clone()), key).await?;
+    if matches!(replies.first(), Some(Err(err)) if is_no_script(err)) {
+        replies = conn
+            .pipeline_for(&with_wait(script.eval_instead(cmd)), key)
+            .await?;
+    }
+    let mut replies = replies.into_iter();
+    let reply = T::from_redis_value(replies.next().unwrap_or_else(|| Err(short_reply()))?)?;
+    let acks = match replies
+        .next()
+        .map(|r| r.and_then(|v| Ok(i64::from_redis_value(v)?)))
+    {
+        Some(Ok(acks)) => u32::try_from(acks).unwrap_or(0),
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "WAIT failed after a lock write; counted as not replicated");
+            0
+        }
+        None => 0,
+    };
+    conn.acked(acks);
+    let synced = if acks == 0 {
+        Synced::No {
+            replicas: wait.replicas,
+        }
+    } else {
+        Synced::Yes
+    };
+    Ok((reply, synced))
 }
 
 impl Protocol {
@@ -239,17 +320,44 @@ impl Protocol {
         &self.conn
     }
 
-    pub(crate) fn new(conn: Connection, publish: &'static str) -> Self {
+    /// The protocol over `conn`; lock writes wait up to `replica_sync` for replicas where the
+    /// topology reports them ([`Connection::replicas`]).
+    pub(crate) fn new(
+        conn: Connection,
+        publish: &'static str,
+        replica_sync: Option<std::time::Duration>,
+    ) -> Self {
         let numsub = if publish == "spublish" {
             "SHARDNUMSUB"
         } else {
             "NUMSUB"
         };
+        let replica_sync_ms = replica_sync
+            .filter(|_| conn.replicas().is_some())
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1));
         Protocol {
             conn,
             publish,
             numsub,
+            replica_sync_ms,
         }
+    }
+
+    /// Whether lock writes wait for replicas here (a local hand-off's pipelines do not, so
+    /// none is made then).
+    pub(crate) fn syncs_replicas(&self) -> bool {
+        self.replica_sync_ms.is_some()
+    }
+
+    /// The `WAIT` a write is followed by: `None` when replica sync is off, the topology has no
+    /// count, or the master has no replica connected (as Redisson sends none then).
+    pub(crate) fn wait_for(&self) -> Option<Wait> {
+        let timeout_ms = self.replica_sync_ms?;
+        let replicas = self.conn.replicas()?;
+        (replicas > 0).then_some(Wait {
+            replicas,
+            timeout_ms,
+        })
     }
 
     /// Deletes spent latches in one `DEL`, and returns once Redis has run it (so the caller

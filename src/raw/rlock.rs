@@ -5,8 +5,9 @@
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use super::protocol::{
-    acquire_latch_ttl, eval_alone, evalsha, invoke, is_no_script, listener_count, short_reply,
-    AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, UnlockArgs, LATCH_TTL_MS,
+    acquire_latch_ttl, eval_alone, evalsha, invoke_synced, is_no_script, listener_count,
+    short_reply, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, Synced, UnlockArgs,
+    LATCH_TTL_MS,
 };
 
 static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/acquire.lua"));
@@ -46,10 +47,13 @@ fn acquire(
 ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
     let mut conn = p.conn.clone();
     let cmd = acquire_cmd(args);
+    let (key, wait) = (args.key.to_string(), p.wait_for());
     async move {
-        Ok(Attempt::from_reply(
-            invoke(&ACQUIRE, &cmd, &mut conn).await?,
-        ))
+        let (reply, synced) = invoke_synced(&ACQUIRE, &cmd, &key, wait, &mut conn).await?;
+        Ok(match (Attempt::from_reply(reply), synced) {
+            (Attempt::Acquired { .. }, Synced::No { replicas }) => Attempt::Unsynced { replicas },
+            (attempt, _) => attempt,
+        })
     }
 }
 
@@ -57,9 +61,22 @@ fn acquire(
 /// latch after a lost reply returns the first answer without releasing twice).
 async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
     let cmd = unlock_cmd(p, unlock);
-    Ok(Release::from_reply(
-        invoke(&UNLOCK, &cmd, &mut p.conn.clone()).await?,
-    ))
+    let mut conn = p.conn.clone();
+    let (reply, synced) = invoke_synced(&UNLOCK, &cmd, unlock.key, p.wait_for(), &mut conn).await?;
+    warn_unsynced(synced, unlock.key, "unlock");
+    Ok(Release::from_reply(reply))
+}
+
+/// A release no replica acknowledged is done at the master; a failover could bring the hold
+/// back, to end with its lease (nothing renews it).
+fn warn_unsynced(synced: Synced, key: &str, what: &str) {
+    if let Synced::No { replicas } = synced {
+        tracing::warn!(
+            lock = key,
+            replicas,
+            "{what} done at the master but no replica acknowledged it: a failover now could bring the hold back until its lease ends"
+        );
+    }
 }
 
 /// `EVALSHA unlock 3 key channel latch 0 lease_ms field publish latch_ttl`.
@@ -132,7 +149,10 @@ async fn unlock_and_count(
 async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<bool> {
     let mut cmd = evalsha(&FORCE_UNLOCK, 2, 4, key.len() + channel.len() + 16);
     cmd.arg(key).arg(channel).arg(UNLOCK_MESSAGE).arg(p.publish);
-    let deleted: i64 = invoke(&FORCE_UNLOCK, &cmd, &mut p.conn.clone()).await?;
+    let mut conn = p.conn.clone();
+    let (deleted, synced): (i64, _) =
+        invoke_synced(&FORCE_UNLOCK, &cmd, key, p.wait_for(), &mut conn).await?;
+    warn_unsynced(synced, key, "forced unlock");
     Ok(deleted == 1)
 }
 

@@ -78,6 +78,18 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
     Ok(mode)
 }
 
+/// Refuses, at connect, a master without `WAIT` when lock writes are to wait for replicas
+/// (some managed services have none).
+pub(crate) async fn require_replica_sync(conn: &mut Connection, config: &Config) -> Result<()> {
+    if config.replica_sync().is_none() || conn.replicas().is_none() {
+        return Ok(());
+    }
+    require_commands(conn, &["WAIT"], REPLICA_SYNC_NEEDED_BY).await
+}
+
+const REPLICA_SYNC_NEEDED_BY: &str =
+    "replica sync (Config::with_replica_sync, on by default as Redisson's checkLockSyncedSlaves; turn it off with with_replica_sync(None))";
+
 pub(crate) async fn connect_manager(
     client: redis::Client,
     config: &Config,

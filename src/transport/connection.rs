@@ -41,6 +41,23 @@ impl Connection {
         matches!(self, Connection::Cluster(_))
     }
 
+    /// How many replicas a write should `WAIT` for: through Sentinel, those connected to the
+    /// master; `None` where no `WAIT` is sent (a standalone server, as Redisson's single-server
+    /// mode; a cluster, not yet).
+    pub(crate) fn replicas(&self) -> Option<u32> {
+        match self {
+            Connection::Sentinel(conn) => Some(conn.replicas()),
+            Connection::Standalone(_) | Connection::Cluster(_) => None,
+        }
+    }
+
+    /// A `WAIT` was answered by `acks` replicas (a count that differs is read again).
+    pub(crate) fn acked(&self, acks: u32) {
+        if let Connection::Sentinel(conn) = self {
+            conn.acked(acks);
+        }
+    }
+
     /// Splits `items` into batches of at most `max` that one call may carry (reordering them
     /// so that each batch is one slice).
     pub(crate) fn batches<'a, T>(

@@ -14,6 +14,7 @@
 //! known. Each switch is published on a [`watch`] channel: the subscription hub moves to the new
 //! master and wakes every waiter (a message published during the switch may be lost).
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -48,6 +49,11 @@ struct Shared {
     master: watch::Sender<Addr>,
     /// Asks the follower to look at once.
     suspect: Notify,
+    /// The replicas connected to the current master (`INFO replication`), which lock writes
+    /// `WAIT` for.
+    replicas: AtomicU32,
+    /// Asks the follower to count them again.
+    recount: Notify,
 }
 
 /// What the follower needs to find and reach masters.
@@ -77,12 +83,14 @@ impl SentinelConnection {
             config: config.clone(),
         };
         let addr = sentinels.master_addr(0).await?;
-        let conn = sentinels.connect_master(&addr).await?;
+        let (conn, replicas) = sentinels.connect_master(&addr).await?;
         let (master, _) = watch::channel(addr.clone());
         let shared = Arc::new(Shared {
             current: RwLock::new((conn.clone(), addr)),
             master,
             suspect: Notify::new(),
+            replicas: AtomicU32::new(replicas),
+            recount: Notify::new(),
         });
         tokio::spawn(follow(Arc::downgrade(&shared), sentinels));
         Ok(SentinelConnection { shared, conn })
@@ -91,6 +99,19 @@ impl SentinelConnection {
     /// The master's address, updated at each switch.
     pub(crate) fn master(&self) -> watch::Receiver<Addr> {
         self.shared.master.subscribe()
+    }
+
+    /// The replicas connected to the current master, as last counted.
+    pub(crate) fn replicas(&self) -> u32 {
+        self.shared.replicas.load(Ordering::Acquire)
+    }
+
+    /// A `WAIT` was answered by `acks` replicas: if that is not the count known, the follower
+    /// counts them again (as Redisson 4.x refreshes its count when `WAIT` disagrees).
+    pub(crate) fn acked(&self, acks: u32) {
+        if acks != self.replicas() {
+            self.shared.recount.notify_one();
+        }
     }
 
     /// The current master's connection (refreshed in this handle).
@@ -104,6 +125,7 @@ impl SentinelConnection {
 /// unreachable master times out).
 fn suspicious(err: &redis::RedisError) -> bool {
     matches!(err.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
+        || crate::error::has_code(err, "READONLY")
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
@@ -195,8 +217,9 @@ impl Sentinels {
         cmd.query_async(&mut conn).await
     }
 
-    /// A connection to the node at `addr`, once it says it is a master.
-    async fn connect_master(&self, addr: &Addr) -> Result<ConnectionManager> {
+    /// A connection to the node at `addr`, once it says it is a master, and the number of
+    /// replicas connected to it.
+    async fn connect_master(&self, addr: &Addr) -> Result<(ConnectionManager, u32)> {
         let info = node_info(&self.node_base, &addr.0, addr.1);
         let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
         let mut conn = connect_manager(client, &self.config).await?;
@@ -205,7 +228,10 @@ impl Sentinels {
             .await
             .map_err(connect_error)?;
         match role.first() {
-            Some(Value::BulkString(role)) if role.as_slice() == b"master" => Ok(conn),
+            Some(Value::BulkString(role)) if role.as_slice() == b"master" => {
+                let replicas = count_replicas(&mut conn).await.map_err(connect_error)?;
+                Ok((conn, replicas))
+            }
             _ => Err(Error::Connection(redis::RedisError::from((
                 redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
                 "the node the sentinels name is not a master (yet)",
@@ -233,6 +259,19 @@ impl Sentinels {
         conn.subscribe(SWITCH_MASTER).await?;
         Ok((conn, rx))
     }
+}
+
+/// `connected_slaves` of the master's `INFO replication`.
+async fn count_replicas(conn: &mut ConnectionManager) -> redis::RedisResult<u32> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_slaves:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0))
 }
 
 /// A sentinel connection subscribed to `+switch-master`, and its pushes.
@@ -264,6 +303,14 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
         tokio::select! {
             _ = scan.tick() => {}
             _ = strong.suspect.notified() => {}
+            _ = strong.recount.notified() => {
+                let mut conn = strong.current.read().0.clone();
+                match count_replicas(&mut conn).await {
+                    Ok(n) => strong.replicas.store(n, Ordering::Release),
+                    Err(err) => tracing::debug!(error = %err, "counting replicas failed"),
+                }
+                continue;
+            }
             push = pushed => match push.map(|p| p.kind) {
                 Some(PushKind::Message) => {}
                 // (The sentinel went away: subscribe at the next one.)
@@ -274,7 +321,7 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
         let known = strong.current.read().1.clone();
         match sentinels.master_addr(turn).await {
             Ok(addr) if addr != known => match sentinels.connect_master(&addr).await {
-                Ok(conn) => {
+                Ok((conn, replicas)) => {
                     tracing::info!(
                         master = %sentinels.master_name,
                         from = %format!("{}:{}", known.0, known.1),
@@ -282,6 +329,7 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
                         "sentinels named a new master; switching to it"
                     );
                     *strong.current.write() = (conn, addr.clone());
+                    strong.replicas.store(replicas, Ordering::Release);
                     strong.master.send_replace(addr);
                 }
                 Err(err) => tracing::debug!(error = %err, "the new master is not ready"),

@@ -68,6 +68,13 @@ impl Node {
         }
     }
 
+    /// Sends `signal` (`libc::SIGSTOP`, `SIGCONT`) to its process.
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.as_ref().expect("a running node").id();
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+    }
+
     pub fn is_running(&self) -> bool {
         self.child.is_some()
     }

@@ -99,6 +99,7 @@ impl SentinelGroup {
                     fields.get("num-slaves").map(String::as_str) == Some("1")
                         && fields.get("num-other-sentinels").map(String::as_str) == Some("2")
                         && fields.get("flags").map(String::as_str) == Some("master")
+                        && replica_flags(s) == ["slave"]
                 })
         });
     }
@@ -148,23 +149,52 @@ impl SentinelGroup {
     /// master is its synced replica.
     pub fn fail_over(&self) -> u16 {
         let new = self.replica().port;
-        // (A sentinel refuses with NOGOODSLAVE until it has fresh INFO of the replica.)
-        wait_for(
-            "SENTINEL FAILOVER to be taken",
-            Duration::from_secs(20),
-            || {
-                self.sentinels[0]
-                    .cmd::<String>(&["SENTINEL", "FAILOVER", MASTER_NAME])
-                    .is_ok()
-            },
-        );
+        // A sentinel refuses with NOGOODSLAVE until it has fresh INFO of the replica, and a
+        // failover it took can still be aborted (its promotion timing out on a loaded
+        // machine): ask again until the sentinels name the replica.
+        let mut asked: Option<std::time::Instant> = None;
         wait_for(
             "the sentinels to name the new master",
-            Duration::from_secs(30),
-            || self.agreed_master() == Some(new),
+            Duration::from_secs(60),
+            || {
+                if self.agreed_master() == Some(new) {
+                    return true;
+                }
+                if asked.is_none_or(|at| at.elapsed() > Duration::from_secs(15)) {
+                    let taken = self.sentinels[0]
+                        .cmd::<String>(&["SENTINEL", "FAILOVER", MASTER_NAME])
+                        .is_ok();
+                    asked = taken.then(std::time::Instant::now).or(asked);
+                }
+                false
+            },
         );
         self.wait_healthy();
         new
+    }
+
+    /// SIGSTOP of the master: waits until the sentinels have promoted its replica (the old
+    /// master, frozen, still believes it is the master) and returns `(old, new)` ports. Resume
+    /// the old one with [`SentinelGroup::resume`].
+    pub fn freeze_master(&self) -> (u16, u16) {
+        let (old, new) = (self.master().port, self.replica().port);
+        self.node(old).signal(libc::SIGSTOP);
+        wait_for(
+            "the sentinels to promote the replica",
+            Duration::from_secs(30),
+            || {
+                self.sentinels.iter().all(|s| named_master(s) == Some(new))
+                    && self.node(new).is_master()
+            },
+        );
+        (old, new)
+    }
+
+    /// SIGCONT of the node at `port` (frozen by [`SentinelGroup::freeze_master`]); waits until
+    /// the sentinels have made it a synced replica again.
+    pub fn resume(&self, port: u16) {
+        self.node(port).signal(libc::SIGCONT);
+        self.wait_healthy();
     }
 
     /// The node at `port`.
@@ -191,6 +221,21 @@ fn named_master(sentinel: &Node) -> Option<u16> {
         .cmd(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])
         .ok()?;
     addr.map(|(_, port)| port)
+}
+
+/// The `flags` of each replica `sentinel` knows (`slave` when it is up and synced).
+fn replica_flags(sentinel: &Node) -> Vec<String> {
+    let replicas: Vec<Vec<String>> = sentinel
+        .cmd(&["SENTINEL", "REPLICAS", MASTER_NAME])
+        .unwrap_or_default();
+    replicas
+        .iter()
+        .filter_map(|flat| {
+            flat.chunks(2)
+                .find(|kv| kv[0] == "flags")
+                .and_then(|kv| kv.get(1).cloned())
+        })
+        .collect()
 }
 
 /// `SENTINEL MASTER <name>` as field → value.
