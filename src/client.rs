@@ -152,12 +152,8 @@ impl LockClient {
             hub: hub.clone(),
             // On a cluster in classic mode, a channel's listeners may sit on any node: one
             // node's count cannot show this client alone, so releases never hand off there.
-            // With replica sync, each write waits for its replicas, and a hand-off's pipeline
-            // sends none: releases never hand off then either.
             handoffs: Arc::new(Handoffs::new(
-                config.local_handoff()
-                    && !(cluster && mode == PublishMode::Publish)
-                    && !protocol.syncs_replicas(),
+                config.local_handoff() && !(cluster && mode == PublishMode::Publish),
             )),
             jobs: jobs.downgrade(),
             pending: Arc::default(),

@@ -258,13 +258,15 @@ impl Config {
     /// Whether lock writes wait for the master's replicas, and how long (default 1 s on, as
     /// Redisson's `checkLockSyncedSlaves` and `slavesSyncTimeout`). `None` turns it off.
     ///
-    /// Through Sentinel, each script that writes a lock (acquire, unlock, renewal) is followed
-    /// by `WAIT <replicas> <timeout>` in the same write to the master, `<replicas>` being the
-    /// replicas connected to it. When none acknowledges in time, the write may be lost to a
+    /// Through Sentinel and on a cluster, each script that writes a lock (acquire, unlock,
+    /// renewal) is followed by `WAIT <replicas> <timeout>` in the same write to the key's
+    /// master, `<replicas>` being the replicas connected to it (on a cluster, one `WAIT`
+    /// behind each master's pipelined renewals). When none acknowledges in time, the write may be lost to a
     /// failover: an acquire is undone and fails with [`Error::NotReplicated`], a renewal counts
     /// as unconfirmed (a whole lease of them and the holder is told its lock is lost), an
     /// unlock is logged. A master without replicas gets no `WAIT`; a standalone server never
-    /// does (nor does Redisson's single-server mode). Not sent on a cluster yet.
+    /// does (nor does Redisson's single-server mode). Releases that would `WAIT` do not hand
+    /// off locally.
     ///
     /// ```
     /// use std::time::Duration;

@@ -350,6 +350,17 @@ fn sigterm_to_rlock_is_forwarded_and_the_lock_released_when_the_command_exits() 
     let running = Running::start(cmd);
     let line = running.line();
     let sleeper = line.strip_prefix("ready ").expect("ready line").to_string();
+    // `$!` is known once the shell has forked, before the child has exec'd `sleep`: a signal
+    // landing in between is taken by the copy of the shell's trap and lost at the exec.
+    let comm = format!("/proc/{sleeper}/comm");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&comm).map_or(true, |c| c.trim() != "sleep") {
+        assert!(
+            Instant::now() < deadline,
+            "the background sleep never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let pid = nix::unistd::Pid::from_raw(running.child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     assert_eq!(running.line(), "got-term");

@@ -22,6 +22,7 @@ const PROMPT: Duration = Duration::from_secs(5);
 support::java::scenarios!(
     wake_ups_cross_languages_on_every_master,
     wake_ups_cross_languages_after_a_failover_of_the_locks_master,
+    lock_writes_wait_for_the_replica_on_both_sides,
 );
 
 /// Rust clients and agents of every Redisson version in cluster mode (watchdog 1.5 s), and
@@ -277,6 +278,44 @@ async fn wake_ups_cross_languages_after_a_failover_of_the_locks_master(jar: &Pat
     // (and its WAIT fail there). This crate follows the demoted master's SUNSUBSCRIBE.
     tokio::time::sleep(Duration::from_secs(2)).await;
     both_directions(&s, &name).await;
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
+
+/// Redisson in cluster mode follows each lock script with `WAIT` for the key's master's
+/// replica (`checkLockSyncedSlaves`, on by default): so does this crate, one per acquire and
+/// unlock.
+async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
+    // (Exclusive: other tests' writes would be counted too.)
+    let _exclusive = RedisCluster::exclusive().await;
+    let s = setup(jar).await;
+    let name = key_on_master(&format!("cwait-{}", s.java.version().replace('.', "_")), 0);
+    let master = cluster::get().master_of(&name).port;
+    let waits = || cluster::get().command_calls("WAIT")[&master];
+    // One round each first: scripts loaded, Redisson's replica count probed.
+    s.java.lock_lease(&name, "a", LONG_LEASE_MS).await.unwrap();
+    s.java.unlock(&name, "a").await.unwrap();
+    support::load_scripts(&s.rust).await;
+    let guard = s.rust.lock(&name).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+
+    let before = waits();
+    s.java.lock_lease(&name, "a", LONG_LEASE_MS).await.unwrap();
+    s.java.unlock(&name, "a").await.unwrap();
+    let java = waits() - before;
+    let before = waits();
+    let guard = s.rust.lock(&name).lock().await.unwrap();
+    guard.unlock().await.unwrap();
+    let rust = waits() - before;
+    println!(
+        "WAITs per lock and unlock on a cluster: Redisson {} {java}, this crate {rust}",
+        s.java.version()
+    );
+    assert_eq!(
+        rust, 2,
+        "one WAIT behind the acquire, one behind the unlock"
+    );
+    assert_eq!(java, rust, "as many as Redisson sends");
     s.rust.shutdown().await;
     s.java.shutdown().await;
 }

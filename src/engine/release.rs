@@ -304,7 +304,10 @@ impl Core {
     /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
     /// are parked on it.
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
-        if !unlock.frees || !unlock.raw.hands_off() {
+        // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
+        // do not hand off.)
+        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.wait_for(&unlock.key).is_some()
+        {
             return None;
         }
         self.handoffs.offer(&unlock.key, self.hub.is_connected())

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::engine::holds::{Lease, LostHold, Node};
 use crate::engine::release::Core;
-use crate::raw::protocol::is_no_script;
+use crate::raw::protocol::{is_no_script, not_replicated};
 use crate::raw::Kind;
 use crate::raw::Protocol;
 
@@ -152,14 +152,27 @@ impl Watchdog {
                     });
                     pipe.add_command(if as_eval { call.as_eval() } else { call.cmd });
                 }
+                // One `WAIT` behind the master's whole write covers every renewal in it.
+                let wait = self.protocol.wait_for_node(&(host.clone(), port));
+                if let Some(wait) = wait {
+                    pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
+                }
                 let mut conn = conn.clone();
+                let first_key = batches[members[0]][0].key.clone();
                 let sent_at = Instant::now();
                 writes.push(Box::pin(async move {
-                    let replies = conn.pipeline_to(pipe, &host, port).await;
-                    ((host, port), members, sent_at, replies)
+                    let mut replies = conn.pipeline_to(pipe, &host, port).await;
+                    let mut unsynced = None;
+                    if let (Some(wait), Ok(replies)) = (wait, &mut replies) {
+                        let acks = take_acks(replies);
+                        conn.acked(&first_key, acks);
+                        unsynced = (acks == 0).then_some(wait.replicas);
+                    }
+                    ((host, port), members, sent_at, replies, unsynced)
                 }));
             }
-            for (node, members, sent_at, replies) in crate::engine::join_all(writes).await {
+            for (node, members, sent_at, replies, unsynced) in crate::engine::join_all(writes).await
+            {
                 let replies = match replies {
                     Ok(replies) => replies,
                     Err(err) => {
@@ -173,6 +186,11 @@ impl Watchdog {
                 for (i, reply) in members.into_iter().zip(replies) {
                     let batch = batches[i];
                     match reply {
+                        // Renewed at the master only: unconfirmed (see `Kind::renew`).
+                        Ok(_) if unsynced.is_some() => {
+                            let replicas = unsynced.unwrap_or_default();
+                            self.settle(batch, Err(not_replicated(replicas)), sent_at);
+                        }
                         Ok(value) => {
                             let renewed = batch[0].raw.renewed(value, batch.len());
                             self.settle(batch, renewed, sent_at);
@@ -244,7 +262,7 @@ type RenewCall = crate::engine::BoxFuture<'static, redis::RedisResult<Vec<bool>>
 type InFlightBatch = (usize, Instant, RenewCall);
 
 /// One master's pipelined write of a cycle: the master, the batches it carries, when it was
-/// sent, and one answer per batch.
+/// sent, one answer per batch, and whether its replicas failed to acknowledge it.
 type NodeWrite = crate::engine::BoxFuture<
     'static,
     (
@@ -252,8 +270,19 @@ type NodeWrite = crate::engine::BoxFuture<
         Vec<usize>,
         Instant,
         redis::RedisResult<Vec<redis::RedisResult<redis::Value>>>,
+        // `Some(replicas)`: none of them acknowledged the write.
+        Option<u32>,
     ),
 >;
+
+/// Takes the `WAIT` answer (the replicas that acknowledged) off the end of a master's
+/// renewal replies.
+fn take_acks(replies: &mut Vec<redis::RedisResult<redis::Value>>) -> u32 {
+    match replies.pop() {
+        Some(Ok(value)) => redis::from_redis_value::<u32>(value).unwrap_or(0),
+        _ => 0,
+    }
+}
 
 /// Calls `f` with `batch` as `(key, owner field)` pairs, the fields formatted into `buf` (one
 /// buffer for a whole cycle: guards keep owners, not fields).

@@ -46,7 +46,7 @@ impl Kind {
     ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
         let call = self.renew_call(lease_ms, entries);
         let (n, mut conn) = (entries.len(), protocol.connection().clone());
-        let (key, wait) = (entries[0].0.to_string(), protocol.wait_for());
+        let (key, wait) = (entries[0].0.to_string(), protocol.wait_for(entries[0].0));
         Box::pin(async move {
             let (reply, synced) =
                 protocol::invoke_synced(call.script, &call.cmd, &key, wait, &mut conn).await?;

@@ -298,7 +298,7 @@ pub(super) async fn invoke_synced<T: FromRedisValue>(
         }
         None => 0,
     };
-    conn.acked(acks);
+    conn.acked(key, acks);
     let synced = if acks == 0 {
         Synced::No {
             replicas: wait.replicas,
@@ -333,7 +333,7 @@ impl Protocol {
             "NUMSUB"
         };
         let replica_sync_ms = replica_sync
-            .filter(|_| conn.replicas().is_some())
+            .filter(|_| conn.counts_replicas())
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1));
         Protocol {
             conn,
@@ -343,17 +343,20 @@ impl Protocol {
         }
     }
 
-    /// Whether lock writes wait for replicas here (a local hand-off's pipelines do not, so
-    /// none is made then).
-    pub(crate) fn syncs_replicas(&self) -> bool {
-        self.replica_sync_ms.is_some()
+    /// The `WAIT` a write to `key` is followed by: `None` when replica sync is off, the
+    /// topology has no count (a standalone server; a cluster master not counted yet), or the
+    /// key's master has no replica connected (as Redisson sends none then).
+    pub(crate) fn wait_for(&self, key: &str) -> Option<Wait> {
+        self.wait_for_count(self.conn.replicas_for(key)?)
     }
 
-    /// The `WAIT` a write is followed by: `None` when replica sync is off, the topology has no
-    /// count, or the master has no replica connected (as Redisson sends none then).
-    pub(crate) fn wait_for(&self) -> Option<Wait> {
+    /// The `WAIT` behind writes to the cluster master at `node` (see [`Protocol::wait_for`]).
+    pub(crate) fn wait_for_node(&self, node: &(String, u16)) -> Option<Wait> {
+        self.wait_for_count(self.conn.replicas_of_node(node)?)
+    }
+
+    fn wait_for_count(&self, replicas: u32) -> Option<Wait> {
         let timeout_ms = self.replica_sync_ms?;
-        let replicas = self.conn.replicas()?;
         (replicas > 0).then_some(Wait {
             replicas,
             timeout_ms,

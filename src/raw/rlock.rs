@@ -47,7 +47,7 @@ fn acquire(
 ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
     let mut conn = p.conn.clone();
     let cmd = acquire_cmd(args);
-    let (key, wait) = (args.key.to_string(), p.wait_for());
+    let (key, wait) = (args.key.to_string(), p.wait_for(args.key));
     async move {
         let (reply, synced) = invoke_synced(&ACQUIRE, &cmd, &key, wait, &mut conn).await?;
         Ok(match (Attempt::from_reply(reply), synced) {
@@ -62,7 +62,8 @@ fn acquire(
 async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
     let cmd = unlock_cmd(p, unlock);
     let mut conn = p.conn.clone();
-    let (reply, synced) = invoke_synced(&UNLOCK, &cmd, unlock.key, p.wait_for(), &mut conn).await?;
+    let (reply, synced) =
+        invoke_synced(&UNLOCK, &cmd, unlock.key, p.wait_for(unlock.key), &mut conn).await?;
     warn_unsynced(synced, unlock.key, "unlock");
     Ok(Release::from_reply(reply))
 }
@@ -151,7 +152,7 @@ async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<boo
     cmd.arg(key).arg(channel).arg(UNLOCK_MESSAGE).arg(p.publish);
     let mut conn = p.conn.clone();
     let (deleted, synced): (i64, _) =
-        invoke_synced(&FORCE_UNLOCK, &cmd, key, p.wait_for(), &mut conn).await?;
+        invoke_synced(&FORCE_UNLOCK, &cmd, key, p.wait_for(key), &mut conn).await?;
     warn_unsynced(synced, key, "forced unlock");
     Ok(deleted == 1)
 }

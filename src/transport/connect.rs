@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::replicas::ClusterReplicas;
 use super::sentinel::SentinelConnection;
 use super::Connection;
 use crate::config::{Config, PublishMode, Topology};
@@ -54,7 +55,8 @@ pub(crate) async fn open(config: &Config) -> Result<Connection> {
         .build()
         .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
     let conn = client.get_async_connection().await.map_err(connect_error)?;
-    Ok(Connection::Cluster(conn))
+    let replicas = ClusterReplicas::start(conn.clone()).await;
+    Ok(Connection::Cluster(conn, replicas))
 }
 
 /// The publish mode this deployment gets (see [`PublishMode::Auto`]), refusing a forced
@@ -81,7 +83,7 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
 /// Refuses, at connect, a master without `WAIT` when lock writes are to wait for replicas
 /// (some managed services have none).
 pub(crate) async fn require_replica_sync(conn: &mut Connection, config: &Config) -> Result<()> {
-    if config.replica_sync().is_none() || conn.replicas().is_none() {
+    if config.replica_sync().is_none() || !conn.counts_replicas() {
         return Ok(());
     }
     require_commands(conn, &["WAIT"], REPLICA_SYNC_NEEDED_BY).await

@@ -13,6 +13,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
+use std::sync::Arc;
+
+use super::replicas::ClusterReplicas;
 use super::sentinel::SentinelConnection;
 use super::slots::{self, Grouping, SlotMap};
 
@@ -21,8 +24,9 @@ use super::slots::{self, Grouping, SlotMap};
 pub(crate) enum Connection {
     /// One server (reconnects by itself).
     Standalone(ConnectionManager),
-    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs.
-    Cluster(ClusterConnection),
+    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, and its
+    /// masters' replica counts.
+    Cluster(ClusterConnection, Arc<ClusterReplicas>),
     /// The master Redis Sentinel names, followed through failovers.
     Sentinel(SentinelConnection),
 }
@@ -33,28 +37,46 @@ impl Connection {
     pub(crate) fn grouping(&self) -> Grouping {
         match self {
             Connection::Standalone(_) | Connection::Sentinel(_) => Grouping::Any,
-            Connection::Cluster(_) => Grouping::BySlot,
+            Connection::Cluster(..) => Grouping::BySlot,
         }
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Connection::Cluster(..))
     }
 
-    /// How many replicas a write should `WAIT` for: through Sentinel, those connected to the
-    /// master; `None` where no `WAIT` is sent (a standalone server, as Redisson's single-server
-    /// mode; a cluster, not yet).
-    pub(crate) fn replicas(&self) -> Option<u32> {
+    /// Whether this topology counts replicas for writes to `WAIT` for (a standalone server
+    /// never does, as Redisson's single-server mode sends no `WAIT`).
+    pub(crate) fn counts_replicas(&self) -> bool {
+        !matches!(self, Connection::Standalone(_))
+    }
+
+    /// How many replicas a write to `key` should `WAIT` for: those connected to its master,
+    /// if known.
+    pub(crate) fn replicas_for(&self, key: &str) -> Option<u32> {
         match self {
             Connection::Sentinel(conn) => Some(conn.replicas()),
-            Connection::Standalone(_) | Connection::Cluster(_) => None,
+            Connection::Cluster(_, replicas) => replicas.of_key(key),
+            Connection::Standalone(_) => None,
         }
     }
 
-    /// A `WAIT` was answered by `acks` replicas (a count that differs is read again).
-    pub(crate) fn acked(&self, acks: u32) {
-        if let Connection::Sentinel(conn) = self {
-            conn.acked(acks);
+    /// The replicas connected to the cluster master at `node`, if known.
+    pub(crate) fn replicas_of_node(&self, node: &(String, u16)) -> Option<u32> {
+        match self {
+            Connection::Cluster(_, replicas) => replicas.of_node(node),
+            Connection::Sentinel(conn) => Some(conn.replicas()),
+            Connection::Standalone(_) => None,
+        }
+    }
+
+    /// A `WAIT` after a write to `key` was answered by `acks` replicas (a count that differs
+    /// from the one known is read again).
+    pub(crate) fn acked(&self, key: &str, acks: u32) {
+        match self {
+            Connection::Sentinel(conn) => conn.acked(acks),
+            Connection::Cluster(_, replicas) => replicas.acked(key, acks),
+            Connection::Standalone(_) => {}
         }
     }
 
@@ -75,7 +97,7 @@ impl Connection {
         let reply = match self {
             Connection::Standalone(conn) => cmd.query_async(conn).await?,
             Connection::Sentinel(conn) => cmd.query_async(conn).await?,
-            Connection::Cluster(conn) => {
+            Connection::Cluster(conn, _) => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
                 conn.route_command(cmd.clone(), routing).await?
             }
@@ -85,29 +107,10 @@ impl Connection {
 
     /// The cluster's slot map (`CLUSTER SLOTS` from any node); empty on a standalone server.
     pub(crate) async fn slot_map(&mut self) -> RedisResult<SlotMap> {
-        let Connection::Cluster(conn) = self else {
+        let Connection::Cluster(conn, _) = self else {
             return Ok(SlotMap::default());
         };
-        let mut cmd = redis::cmd("CLUSTER");
-        cmd.arg("SLOTS");
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        let reply = conn.route_command(cmd, routing).await?.extract_error()?;
-        let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)?;
-        ranges
-            .into_iter()
-            .filter(|range| range.len() >= 3)
-            .map(|range| {
-                let mut range = range.into_iter();
-                let first: u16 = redis::from_redis_value(range.next().unwrap())?;
-                let last: u16 = redis::from_redis_value(range.next().unwrap())?;
-                let master: Vec<Value> = redis::from_redis_value(range.next().unwrap())?;
-                let mut master = master.into_iter();
-                let host: String = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
-                let port: u16 = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
-                Ok((first, last, (host, port)))
-            })
-            .collect::<RedisResult<_>>()
-            .map(SlotMap::new)
+        cluster_slot_map(conn).await
     }
 
     /// Sends `pipe` in one write to the cluster node `host:port` (commands whose keys it
@@ -122,7 +125,7 @@ impl Connection {
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
             Connection::Sentinel(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
-            Connection::Cluster(conn) => {
+            Connection::Cluster(conn, _) => {
                 let route = SingleNodeRoutingInfo::ByAddress {
                     host: host.to_string(),
                     port,
@@ -144,7 +147,7 @@ impl Connection {
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
             Connection::Sentinel(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
-            Connection::Cluster(conn) => {
+            Connection::Cluster(conn, _) => {
                 // redis-rs would route a pipeline by its first keyed command, and refuse one
                 // whose keyless `PUBSUB` it routes elsewhere: name the node.
                 let route = Route::new(slots::slot_of(key), SlotAddr::Master);
@@ -161,11 +164,35 @@ impl Connection {
     }
 }
 
+/// The cluster's slot map, from `CLUSTER SLOTS` of any node.
+pub(crate) async fn cluster_slot_map(conn: &mut ClusterConnection) -> RedisResult<SlotMap> {
+    let mut cmd = redis::cmd("CLUSTER");
+    cmd.arg("SLOTS");
+    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+    let reply = conn.route_command(cmd, routing).await?.extract_error()?;
+    let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)?;
+    ranges
+        .into_iter()
+        .filter(|range| range.len() >= 3)
+        .map(|range| {
+            let mut range = range.into_iter();
+            let first: u16 = redis::from_redis_value(range.next().unwrap())?;
+            let last: u16 = redis::from_redis_value(range.next().unwrap())?;
+            let master: Vec<Value> = redis::from_redis_value(range.next().unwrap())?;
+            let mut master = master.into_iter();
+            let host: String = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
+            let port: u16 = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
+            Ok((first, last, (host, port)))
+        })
+        .collect::<RedisResult<_>>()
+        .map(SlotMap::new)
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn, _) => conn.req_packed_command(cmd),
             Connection::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -178,7 +205,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(cmd, offset, count),
-            Connection::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(conn, _) => conn.req_packed_commands(cmd, offset, count),
             Connection::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
@@ -187,7 +214,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Standalone(conn) => conn.get_db(),
             Connection::Sentinel(conn) => conn.get_db(),
-            Connection::Cluster(_) => 0,
+            Connection::Cluster(..) => 0,
         }
     }
 }

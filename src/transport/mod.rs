@@ -6,6 +6,7 @@
 pub(crate) mod connect;
 mod connection;
 pub(crate) mod pubsub;
+pub(crate) mod replicas;
 pub(crate) mod sentinel;
 pub(crate) mod slots;
 

@@ -267,11 +267,7 @@ async fn count_replicas(conn: &mut ConnectionManager) -> redis::RedisResult<u32>
         .arg("replication")
         .query_async(conn)
         .await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("connected_slaves:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0))
+    Ok(crate::transport::replicas::connected_replicas(&info))
 }
 
 /// A sentinel connection subscribed to `+switch-master`, and its pushes.

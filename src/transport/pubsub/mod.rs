@@ -151,7 +151,7 @@ impl Hub {
             return Ok(hub);
         }
         let endpoint = match conn {
-            Connection::Cluster(_) => single::Endpoint::AnyMaster {
+            Connection::Cluster(..) => single::Endpoint::AnyMaster {
                 base,
                 conn,
                 turn: 0,
