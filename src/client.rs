@@ -12,6 +12,7 @@ use crate::engine::holds::{Holds, Lease};
 use crate::engine::release::{self, Core, Job, SpentLatches};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
+use crate::kinds::fenced::FencedLock;
 use crate::kinds::lock::Lock;
 use crate::raw::Protocol;
 use crate::transport::connect;
@@ -194,6 +195,19 @@ impl LockClient {
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.shared.clone(), name.into())
+    }
+
+    /// A handle on the fenced lock named `name` (Redisson's `getFencedLock(name)`): a lock
+    /// whose every acquisition carries a fencing token. Sends nothing until used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let guard = client.fenced_lock("ledger").lock().await?;
+    /// println!("token {}", guard.token());
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        FencedLock::new(self.lock(name))
     }
 
     /// This client's UUID: the `<client-uuid>` part of every owner field it writes.

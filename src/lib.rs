@@ -38,6 +38,7 @@ pub use client::LockClient;
 pub use config::{Config, PublishMode};
 pub use engine::holds::LostReason;
 pub use error::{Error, Result};
+pub use kinds::fenced::{FencedGuard, FencedLock};
 pub use kinds::guard::LockGuard;
 pub use kinds::lock::Lock;
 pub use owner::Owner;

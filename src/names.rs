@@ -53,6 +53,16 @@ pub fn cluster_slot(key: &str) -> u16 {
     crate::transport::slots::slot_of(key)
 }
 
+/// A fenced lock's token counter, as Redisson's `RFencedLock` names it: incremented on every
+/// acquisition, never expiring.
+///
+/// ```
+/// assert_eq!(redisson_lock::names::token_key("orders"), "redisson_lock_token:{orders}");
+/// ```
+pub fn token_key(key: &str) -> String {
+    prefixed("redisson_lock_token", key)
+}
+
 /// The unlock latch key for one logical unlock request (32 hex characters of request id).
 ///
 /// ```

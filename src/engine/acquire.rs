@@ -35,8 +35,6 @@ const RESEND_PAUSE: Duration = Duration::from_millis(50);
 /// issue one; a re-entry gets one too).
 pub(crate) struct Granted {
     pub(crate) hold: Hold,
-    // Read by kinds that issue tokens (none yet but the fenced sketch in `raw/sketches.rs`).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) token: Option<i64>,
 }
 

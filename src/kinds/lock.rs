@@ -7,14 +7,14 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::client::Shared;
-use crate::engine::acquire::Target;
+use crate::engine::acquire::{Granted, Target};
 use crate::engine::holds::{Lease, MAX_LEASE};
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::names;
 use crate::owner::Owner;
 use crate::raw::rlock::RLOCK;
-use crate::raw::KeyKind;
+use crate::raw::{KeyKind, Kind};
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///
@@ -67,6 +67,8 @@ pub struct Lock {
     /// The name with the key prefix; the same allocation as `name` when there is no prefix.
     key: Arc<str>,
     owner: Option<Owner>,
+    /// The kind's protocol: `RLOCK`, or another kind's (a `FencedLock` wraps a `Lock`).
+    raw: &'static Kind,
 }
 
 impl std::fmt::Debug for Lock {
@@ -91,7 +93,14 @@ impl Lock {
             name,
             key,
             owner: None,
+            raw: &RLOCK,
         }
+    }
+
+    /// The same lock driven by another kind's protocol (its keys and scripts).
+    pub(crate) fn of_kind(mut self, raw: &'static Kind) -> Self {
+        self.raw = raw;
+        self
     }
 
     /// The same lock, always acquired and queried as `owner` (the equivalent of Redisson's
@@ -120,12 +129,17 @@ impl Lock {
         &self.key
     }
 
+    /// What the lock's scripts and queries go through.
+    pub(crate) fn protocol(&self) -> &crate::raw::Protocol {
+        &self.shared.core.protocol
+    }
+
     /// The owner queries and acquires use here: the bound owner, else the scope's.
     fn current_owner(&self) -> Option<Owner> {
         self.owner.or_else(Owner::current)
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         self.shared.check_open()?;
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("lock name must not be empty".into()));
@@ -141,11 +155,12 @@ impl Lock {
         let key_slot = names::cluster_slot(&self.key);
         // (Latches end in a random request id: any id stands for all of them.)
         let sample_id = "0".repeat(32);
-        let derived = [
-            RLOCK.channel(&self.key),
+        let mut derived = self.raw.derived_keys(&self.key);
+        derived.extend([
+            self.raw.channel(&self.key),
             names::acquire_latch(&self.key, &sample_id),
             names::unlock_latch(&self.key, &sample_id),
-        ];
+        ]);
         match derived
             .into_iter()
             .map(|name| (names::cluster_slot(&name), name))
@@ -261,25 +276,7 @@ impl Lock {
         Fut: Future<Output = T>,
     {
         let guard = self.lock().await?;
-        let output = tokio::select! {
-            biased;
-            _ = guard.lost() => None,
-            output = body() => Some(output),
-        };
-        match output {
-            None => Err(Error::LockLost {
-                lock: self.name.to_string(),
-                owner: guard.owner_field().to_string(),
-            }),
-            Some(output) => match guard.unlock().await {
-                Ok(()) => Ok(output),
-                Err(err) if err.is_connection() => {
-                    tracing::warn!(lock = %self.name, error = %err, "unlock after with_lock failed; the lock ends with its lease");
-                    Ok(output)
-                }
-                Err(err) => Err(err),
-            },
-        }
+        run_guarded(&self.name, guard, body()).await
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters; `true` if it was held.
@@ -289,7 +286,7 @@ impl Lock {
     /// [`Error::WrongType`] if the key holds something else (it is left alone).
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        RLOCK
+        self.raw
             .force_unlock(&self.shared.core.protocol, &self.key)
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
@@ -365,6 +362,18 @@ impl Lock {
 
     /// The acquire loop shared by every acquiring method. `wait: None` waits forever.
     async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<LockGuard>> {
+        // (An RLock issues no fencing token.)
+        let granted = self.acquire_granted(wait, lease).await?;
+        Ok(granted.map(|granted| LockGuard::new(granted.hold)))
+    }
+
+    /// The engine's acquire loop for this lock's kind: the hold and its token, if the kind
+    /// issues one.
+    pub(crate) async fn acquire_granted(
+        &self,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<Granted>> {
         self.check()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
         let field: Arc<str> = owner.field(&self.shared.client_id).into();
@@ -377,21 +386,19 @@ impl Lock {
             owner = %field,
         );
         let target = Target {
-            raw: &RLOCK,
+            raw: self.raw,
             shared: &self.shared,
             name: &self.name,
             key: &self.key,
         };
-        let granted = target
+        target
             .acquire(owner, field, wait, lease)
             .instrument(span)
-            .await?;
-        // (An RLock issues no fencing token.)
-        Ok(granted.map(|granted| LockGuard::new(granted.hold)))
+            .await
     }
 }
 
-fn fixed_lease(lease: Duration) -> Result<Lease> {
+pub(crate) fn fixed_lease(lease: Duration) -> Result<Lease> {
     if lease < Duration::from_millis(1) {
         return Err(Error::InvalidArgument(format!(
             "lease must be at least 1 ms, got {lease:?}"
@@ -403,4 +410,32 @@ fn fixed_lease(lease: Duration) -> Result<Lease> {
         )));
     }
     Ok(Lease::Fixed(lease))
+}
+
+/// Runs `body` while `guard` holds, dropping it the moment the lock is lost, then releases
+/// (the shared end of every kind's `with_lock`).
+pub(crate) async fn run_guarded<T>(
+    name: &str,
+    guard: LockGuard,
+    body: impl Future<Output = T>,
+) -> Result<T> {
+    let output = tokio::select! {
+        biased;
+        _ = guard.lost() => None,
+        output = body => Some(output),
+    };
+    match output {
+        None => Err(Error::LockLost {
+            lock: name.to_string(),
+            owner: guard.owner_field().to_string(),
+        }),
+        Some(output) => match guard.unlock().await {
+            Ok(()) => Ok(output),
+            Err(err) if err.is_connection() => {
+                tracing::warn!(lock = %name, error = %err, "unlock after with_lock failed; the lock ends with its lease");
+                Ok(output)
+            }
+            Err(err) => Err(err),
+        },
+    }
 }

@@ -6,10 +6,11 @@
 //! it never names a kind's scripts or channel itself. A new kind (fenced, fair, read-write,
 //! spin) is an implementation here, its `.lua` files, and a thin public type in `kinds/` that
 //! hands its `&'static Kind` to the engine; the acquire loop, renewal and release stay
-//! as they are (`sketches.rs` checks that with sketches of the fenced, spin and fair kinds).
+//! as they are (`fenced.rs` is such a kind; `sketches.rs` checks the spin and fair kinds' needs).
 //! [`protocol`] is what every kind's scripts go through; [`rlock::RLOCK`] is Redisson's
-//! `RLock`.
+//! `RLock`, [`fenced::FENCED`] its `RFencedLock`.
 
+pub(crate) mod fenced;
 pub(crate) mod protocol;
 pub(crate) mod rlock;
 #[cfg(test)]
@@ -87,6 +88,13 @@ pub(crate) enum Waiting {
 pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// The channel `key`'s unlocks publish on and its waiters listen to.
     fn channel(&self, key: &str) -> String;
+
+    /// The keys of `key`'s lock other than the lock key, its channel and its latches (a
+    /// fenced lock's token counter; later a fair lock's queue): on a cluster every one must
+    /// share the lock key's slot, so names are checked against them before anything is sent.
+    fn derived_keys(&self, _key: &str) -> Vec<String> {
+        Vec::new()
+    }
 
     /// How the kind's waiters learn that the lock may be free.
     fn waiting(&self) -> Waiting {

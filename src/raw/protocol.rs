@@ -414,4 +414,12 @@ impl Protocol {
             .query_async(&mut self.conn.clone())
             .await
     }
+
+    /// `GET key` of a counter: `None` when absent.
+    pub(crate) async fn counter(&self, key: &str) -> RedisResult<Option<i64>> {
+        redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
 }

@@ -18,6 +18,26 @@ static RENEW: Lua = Lua::new(include_str!("../../scripts/lua/renew.lua"));
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
+/// An acquire script as the RLock-style kinds (RLock, fenced) send it: its Lua, its command
+/// and how its reply reads. Each kind's acquire, alone or behind a hand-off's unlock, goes
+/// through one of these.
+pub(crate) struct AcquireScript {
+    pub(crate) lua: &'static Lua,
+    pub(crate) cmd: fn(AcquireArgs<'_>) -> Cmd,
+    pub(crate) reply: fn(Value) -> RedisResult<Attempt>,
+}
+
+/// RLock's acquire: `nil` acquired, else the PTTL.
+static RLOCK_ACQUIRE: AcquireScript = AcquireScript {
+    lua: &ACQUIRE,
+    cmd: acquire_cmd,
+    reply: |reply| {
+        Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
+            reply,
+        )?))
+    },
+};
+
 /// `EVALSHA acquire 2 key latch lease_ms field latch_ttl`.
 fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     let AcquireArgs {
@@ -41,16 +61,17 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
 ///
 /// The returned future owns everything it needs (`'static`), so a caller that is cancelled
 /// mid-flight can hand it to a background task to finish and undo.
-fn acquire(
+pub(crate) fn acquire(
+    script: &'static AcquireScript,
     p: &Protocol,
     args: AcquireArgs<'_>,
 ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
     let mut conn = p.conn.clone();
-    let cmd = acquire_cmd(args);
+    let cmd = (script.cmd)(args);
     let (key, wait) = (args.key.to_string(), p.wait_for(args.key));
     async move {
-        let (reply, synced) = invoke_synced(&ACQUIRE, &cmd, &key, wait, &mut conn).await?;
-        Ok(match (Attempt::from_reply(reply), synced) {
+        let (reply, synced) = invoke_synced(script.lua, &cmd, &key, wait, &mut conn).await?;
+        Ok(match ((script.reply)(reply)?, synced) {
             (Attempt::Acquired { .. }, Synced::No { replicas }) => Attempt::Unsynced { replicas },
             (attempt, _) => attempt,
         })
@@ -110,7 +131,8 @@ fn unlock_cmd(p: &Protocol, unlock: UnlockArgs<'_>) -> Cmd {
 /// `NOSCRIPT` unlock (nothing ran) is sent again on its own as `EVAL`, while the acquire's
 /// error is returned for the waiter to deal with, as after any attempt. The write goes to the
 /// key's node, where (in sharded mode) the channel's listeners are counted too.
-async fn unlock_and_count(
+pub(crate) async fn unlock_and_count(
+    script: &AcquireScript,
     p: &Protocol,
     unlock: UnlockArgs<'_>,
     then_acquire: Option<AcquireArgs<'_>>,
@@ -119,7 +141,7 @@ async fn unlock_and_count(
     let unlock_call = unlock_cmd(p, unlock);
     pipe.add_command(unlock_call.clone());
     if let Some(acquire) = then_acquire {
-        pipe.add_command(acquire_cmd(acquire));
+        pipe.add_command((script.cmd)(acquire));
     }
     pipe.cmd("PUBSUB").arg(p.numsub).arg(unlock.channel);
 
@@ -130,9 +152,7 @@ async fn unlock_and_count(
         match replies.pop().unwrap_or_else(|| Err(short_reply())) {
             // A flushed script cache: nothing ran; the waiter's own attempt loads it.
             Err(err) if is_no_script(&err) => Ok(Attempt::NotRun),
-            reply => Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
-                reply?,
-            )?)),
+            reply => (script.reply)(reply?),
         }
     });
     let release = match replies.pop().unwrap_or_else(|| Err(short_reply())) {
@@ -205,7 +225,7 @@ impl super::RawLock for RLock {
         protocol: &Protocol,
         args: AcquireArgs<'_>,
     ) -> crate::engine::BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(acquire(protocol, args))
+        Box::pin(acquire(&RLOCK_ACQUIRE, protocol, args))
     }
 
     fn unlock<'a>(
@@ -222,7 +242,12 @@ impl super::RawLock for RLock {
         args: UnlockArgs<'a>,
         then_acquire: Option<AcquireArgs<'a>>,
     ) -> crate::engine::BoxFuture<'a, RedisResult<Pipelined>> {
-        Box::pin(unlock_and_count(protocol, args, then_acquire))
+        Box::pin(unlock_and_count(
+            &RLOCK_ACQUIRE,
+            protocol,
+            args,
+            then_acquire,
+        ))
     }
 
     fn force_unlock<'a>(

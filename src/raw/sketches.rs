@@ -3,9 +3,6 @@
 //! its waiters wait, what a waiter that gives up must undo), with no change to the acquire
 //! loop, renewal or release. Not the kinds themselves: those come with their own issue.
 //!
-//! - [`FencedSketch`]: Redisson's `RFencedLock`. RLock's layout plus a token counter
-//!   `redisson_lock_token:{N}`, incremented on every acquisition (re-entries too); the acquire
-//!   answers the token, which reaches the caller through the engine's `Granted`.
 //! - [`SpinSketch`]: Redisson's `RSpinLock`, whose waiters poll with a backoff instead of
 //!   listening to a channel.
 //! - [`QueueSketch`]: a kind that queues waiters in Redis (the fair lock) must take a waiter
@@ -17,104 +14,13 @@ use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::protocol::{
-    invoke, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, UnlockArgs,
-};
+use super::protocol::{AcquireArgs, Attempt, Call, Pipelined, Protocol, Release, UnlockArgs};
 use super::rlock::RLOCK;
 use super::{Kind, RawLock, Waiting};
 use crate::engine::acquire::{Granted, Target};
 use crate::engine::holds::Lease;
 use crate::engine::BoxFuture;
 use crate::{Config, LockClient, Owner};
-
-/// RLock's acquire with a token: `{-1, token}` when acquired, `{pttl, -1}` when held. The
-/// latch keeps the token it was given, so a re-send after a lost reply answers the same one.
-static FENCED_ACQUIRE: Lua = Lua::new(
-    r#"
-local given = redis.call('get', KEYS[2])
-if given then return {-1, tonumber(given)} end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = redis.call('incr', KEYS[3])
-    redis.call('set', KEYS[2], token, 'px', ARGV[3])
-    return {-1, token}
-end
-return {redis.call('pttl', KEYS[1]), -1}
-"#,
-);
-
-#[derive(Debug)]
-struct FencedSketch;
-static FENCED: Kind = Kind(&FencedSketch);
-
-impl RawLock for FencedSketch {
-    fn channel(&self, key: &str) -> String {
-        RLOCK.channel(key)
-    }
-
-    fn hands_off(&self) -> bool {
-        // (The real kind pipelines its own acquire behind the unlock; the sketch does not.)
-        false
-    }
-
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(FENCED_ACQUIRE.sha())
-            .arg(3)
-            .arg(args.key)
-            .arg(args.latch)
-            .arg(crate::names::prefixed("redisson_lock_token", args.key))
-            .arg(args.lease_ms)
-            .arg(args.field)
-            .arg(super::protocol::acquire_latch_ttl(args.lease_ms));
-        let mut conn = protocol.conn.clone();
-        Box::pin(async move {
-            let (pttl, token): (i64, i64) = invoke(&FENCED_ACQUIRE, &cmd, &mut conn).await?;
-            Ok(match pttl {
-                -1 => Attempt::Acquired { token: Some(token) },
-                pttl_ms => Attempt::Held { pttl_ms },
-            })
-        })
-    }
-
-    fn unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-    ) -> BoxFuture<'a, RedisResult<Release>> {
-        RLOCK.unlock(protocol, args)
-    }
-
-    fn unlock_handing_off<'a>(
-        &'a self,
-        _: &'a Protocol,
-        _: UnlockArgs<'a>,
-        _: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
-        unreachable!("never asked of a kind that does not hand off")
-    }
-
-    fn force_unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        key: &'a str,
-    ) -> BoxFuture<'a, RedisResult<bool>> {
-        RLOCK.force_unlock(protocol, key)
-    }
-
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
-        RLOCK.renew_call(lease_ms, entries)
-    }
-
-    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>> {
-        RLOCK.renewed(reply, entries)
-    }
-}
 
 /// RLock's scripts, waiting by backoff (its unlock's message is never listened to).
 #[derive(Debug)]
@@ -255,18 +161,6 @@ impl Server {
         cmd.query(&mut self.conn().unwrap()).unwrap()
     }
 
-    /// Waits until `channel` has `n` subscribers.
-    async fn await_subscribers(&self, channel: &str, n: i64) {
-        for _ in 0..500 {
-            let reply: (String, i64) = self.cmd(&["PUBSUB", "NUMSUB", channel]);
-            if reply.1 == n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("{channel} never had {n} subscribers");
-    }
-
     async fn client(&self) -> LockClient {
         let config = Config::from_url(&format!("redis://127.0.0.1:{}", self.1)).unwrap();
         LockClient::with_config(config).await.unwrap()
@@ -301,41 +195,6 @@ async fn acquire(
         .acquire(owner, field, wait, Lease::Watchdog)
         .await
         .unwrap()
-}
-
-#[tokio::test]
-async fn a_fenced_kind_hands_its_token_through_the_engine() {
-    let server = Server::start();
-    let client = server.client().await;
-    let (a, b) = (Owner::new(), Owner::new());
-    let first = acquire(&client, &FENCED, "f", a, None).await.unwrap();
-    assert_eq!(first.token, Some(1));
-    let again = acquire(&client, &FENCED, "f", a, None).await.unwrap();
-    assert_eq!(again.token, Some(2), "a re-entry is given a token too");
-    assert_eq!(
-        server.cmd::<i64>(&["HGET", "f", &a.field(client.client_id())]),
-        2
-    );
-    assert!(
-        acquire(&client, &FENCED, "f", b, Some(Duration::ZERO))
-            .await
-            .is_none(),
-        "held by another owner"
-    );
-    assert_eq!(server.cmd::<i64>(&["GET", "redisson_lock_token:{f}"]), 2);
-    again.hold.release().await.unwrap();
-    first.hold.release().await.unwrap();
-    // Waiting works as for RLock: the unlock's message wakes the next owner, which gets 3.
-    let first = acquire(&client, &FENCED, "f", a, None).await.unwrap();
-    let waiter = {
-        let client = client.clone();
-        tokio::spawn(async move { acquire(&client, &FENCED, "f", b, None).await.unwrap().token })
-    };
-    server
-        .await_subscribers("redisson_lock__channel:{f}", 1)
-        .await;
-    first.hold.release().await.unwrap();
-    assert_eq!(waiter.await.unwrap(), Some(4));
 }
 
 #[tokio::test]

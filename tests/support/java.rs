@@ -292,6 +292,47 @@ impl JavaAgent {
             .map(as_i64)
     }
 
+    /// `RFencedLock.lockAndGetToken()`: waits, then the acquisition's token.
+    pub async fn fenced_lock(&self, lock: &str, thread: &str) -> Result<i64, JavaError> {
+        self.call("fencedLock", lock, thread, json!({}))
+            .await
+            .map(as_i64)
+    }
+
+    /// `RFencedLock.tryLockAndGetToken(waitMs[, leaseMs], MILLISECONDS)`: `None` when not
+    /// acquired; `lease_ms: None` uses the watchdog.
+    pub async fn fenced_try_lock(
+        &self,
+        lock: &str,
+        thread: &str,
+        wait_ms: u64,
+        lease_ms: Option<u64>,
+    ) -> Result<Option<i64>, JavaError> {
+        let extra = json!({ "waitMs": wait_ms, "leaseMs": lease_ms });
+        let reply = self.call("fencedTryLock", lock, thread, extra).await?;
+        Ok(reply.as_i64())
+    }
+
+    /// `RFencedLock.lock()`: the plain acquire, which spends a token too.
+    pub async fn fenced_plain_lock(&self, lock: &str, thread: &str) -> Result<(), JavaError> {
+        self.call("fencedPlainLock", lock, thread, json!({}))
+            .await
+            .map(drop)
+    }
+
+    /// `RFencedLock.unlock()`.
+    pub async fn fenced_unlock(&self, lock: &str, thread: &str) -> Result<(), JavaError> {
+        self.call("fencedUnlock", lock, thread, json!({}))
+            .await
+            .map(drop)
+    }
+
+    /// `RFencedLock.getToken()`: the newest token, `None` if none was issued.
+    pub async fn token(&self, lock: &str) -> Result<Option<i64>, JavaError> {
+        let reply = self.call("getToken", lock, "main", json!({})).await?;
+        Ok(reply.as_i64())
+    }
+
     /// `remainTimeToLive()` in ms (-2 absent, -1 no TTL).
     pub async fn remain_ttl(&self, lock: &str, thread: &str) -> Result<i64, JavaError> {
         self.call("remainTimeToLive", lock, thread, json!({}))

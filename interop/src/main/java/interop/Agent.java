@@ -22,6 +22,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -215,6 +216,9 @@ public final class Agent {
         if ("threadId".equals(op)) {
             return Thread.currentThread().getId();
         }
+        if (op.startsWith("fenced") || "getToken".equals(op)) {
+            return runFenced(op, cmd);
+        }
         RLock lock = client.getLock(str(cmd, "lock"));
         switch (op) {
             case "lock":
@@ -242,6 +246,30 @@ public final class Agent {
                 return lock.getHoldCount();
             case "remainTimeToLive":
                 return lock.remainTimeToLive();
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** The RFencedLock commands: tokens come back as numbers (null: not acquired, none issued). */
+    private static Object runFenced(String op, Map<String, Object> cmd) throws Exception {
+        RFencedLock lock = client.getFencedLock(str(cmd, "lock"));
+        switch (op) {
+            case "fencedLock":
+                return lock.lockAndGetToken();
+            case "fencedTryLock":
+                if (cmd.get("leaseMs") != null) {
+                    return lock.tryLockAndGetToken(num(cmd, "waitMs"), num(cmd, "leaseMs"), TimeUnit.MILLISECONDS);
+                }
+                return lock.tryLockAndGetToken(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+            case "fencedPlainLock":
+                lock.lock();
+                return NO_RESULT;
+            case "fencedUnlock":
+                lock.unlock();
+                return NO_RESULT;
+            case "getToken":
+                return lock.getToken();
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
         }

@@ -1,0 +1,117 @@
+//! Redisson's `RFencedLock`: RLock's hash, channel, unlock and renewal, plus a token counter
+//! (`redisson_lock_token:{N}`) that every acquisition increments, re-entries too. Only the
+//! acquire differs (`scripts/lua/fenced_acquire.lua`); the rest is [`RLOCK`]'s.
+
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
+
+use super::protocol::{
+    acquire_latch_ttl, evalsha, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release,
+    UnlockArgs,
+};
+use super::rlock::{self, AcquireScript, RLOCK};
+use crate::engine::BoxFuture;
+
+static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/fenced_acquire.lua"));
+
+static FENCED_ACQUIRE: AcquireScript = AcquireScript {
+    lua: &ACQUIRE,
+    cmd: acquire_cmd,
+    reply: acquired,
+};
+
+/// `EVALSHA fenced_acquire 3 key latch token lease_ms field latch_ttl`.
+fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
+    let AcquireArgs {
+        key,
+        latch,
+        lease_ms,
+        field,
+    } = args;
+    let token = crate::names::token_key(key);
+    let bytes = key.len() + latch.len() + token.len() + field.len() + 40;
+    let mut cmd = evalsha(&ACQUIRE, 3, 6, bytes);
+    cmd.arg(key)
+        .arg(latch)
+        .arg(token)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(acquire_latch_ttl(lease_ms));
+    cmd
+}
+
+/// `{-1, token}`: acquired with that token; `{pttl, -1}`: held by another owner.
+fn acquired(reply: Value) -> RedisResult<Attempt> {
+    let (pttl, token): (i64, i64) = FromRedisValue::from_redis_value(reply)?;
+    Ok(match pttl {
+        -1 => Attempt::Acquired { token: Some(token) },
+        pttl_ms => Attempt::Held { pttl_ms },
+    })
+}
+
+/// Redisson's `RFencedLock` (`docs/PROTOCOL.md` §5).
+#[derive(Debug)]
+pub(crate) struct Fenced;
+
+/// The kind every `FencedLock` hands the engine.
+pub(crate) static FENCED: super::Kind = super::Kind(&Fenced);
+
+impl super::RawLock for Fenced {
+    fn channel(&self, key: &str) -> String {
+        RLOCK.channel(key)
+    }
+
+    fn derived_keys(&self, key: &str) -> Vec<String> {
+        vec![crate::names::token_key(key)]
+    }
+
+    fn hands_off(&self) -> bool {
+        // The waiter's fenced acquire rides behind the unlock, so a hand-off issues its token.
+        true
+    }
+
+    fn acquire(
+        &self,
+        protocol: &Protocol,
+        args: AcquireArgs<'_>,
+    ) -> BoxFuture<'static, RedisResult<Attempt>> {
+        Box::pin(rlock::acquire(&FENCED_ACQUIRE, protocol, args))
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+    ) -> BoxFuture<'a, RedisResult<Release>> {
+        RLOCK.unlock(protocol, args)
+    }
+
+    fn unlock_handing_off<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+        then_acquire: Option<AcquireArgs<'a>>,
+    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
+        Box::pin(rlock::unlock_and_count(
+            &FENCED_ACQUIRE,
+            protocol,
+            args,
+            then_acquire,
+        ))
+    }
+
+    fn force_unlock<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        key: &'a str,
+    ) -> BoxFuture<'a, RedisResult<bool>> {
+        RLOCK.force_unlock(protocol, key)
+    }
+
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+        RLOCK.renew_call(lease_ms, entries)
+    }
+
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+        RLOCK.renewed(reply, entries)
+    }
+}
