@@ -41,4 +41,5 @@ pub use error::{Error, Result};
 pub use kinds::fenced::{FencedGuard, FencedLock};
 pub use kinds::guard::LockGuard;
 pub use kinds::lock::Lock;
+pub use kinds::multi::{MultiGuard, MultiLock};
 pub use owner::Owner;

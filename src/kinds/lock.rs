@@ -129,6 +129,11 @@ impl Lock {
         &self.key
     }
 
+    /// The id of the client the handle belongs to.
+    pub(crate) fn client_id(&self) -> &str {
+        &self.shared.client_id
+    }
+
     /// What the lock's scripts and queries go through.
     pub(crate) fn protocol(&self) -> &crate::raw::Protocol {
         &self.shared.core.protocol
@@ -361,7 +366,11 @@ impl Lock {
     }
 
     /// The acquire loop shared by every acquiring method. `wait: None` waits forever.
-    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<LockGuard>> {
+    pub(crate) async fn acquire(
+        &self,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<LockGuard>> {
         // (An RLock issues no fencing token.)
         let granted = self.acquire_granted(wait, lease).await?;
         Ok(granted.map(|granted| LockGuard::new(granted.hold)))

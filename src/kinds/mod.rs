@@ -6,3 +6,4 @@
 pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod lock;
+pub(crate) mod multi;

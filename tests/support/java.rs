@@ -333,6 +333,25 @@ impl JavaAgent {
         Ok(reply.as_i64())
     }
 
+    /// `getMultiLock(locks...).tryLock(waitMs, MILLISECONDS)` on `thread`.
+    pub async fn multi_try_lock(
+        &self,
+        locks: &[&str],
+        thread: &str,
+        wait_ms: u64,
+    ) -> Result<bool, JavaError> {
+        let extra = json!({ "locks": locks, "waitMs": wait_ms });
+        self.call("multiTryLock", "", thread, extra)
+            .await
+            .map(as_bool)
+    }
+
+    /// `getMultiLock(locks...).unlock()` on `thread`.
+    pub async fn multi_unlock(&self, locks: &[&str], thread: &str) -> Result<(), JavaError> {
+        let extra = json!({ "locks": locks });
+        self.call("multiUnlock", "", thread, extra).await.map(drop)
+    }
+
     /// `remainTimeToLive()` in ms (-2 absent, -1 no TTL).
     pub async fn remain_ttl(&self, lock: &str, thread: &str) -> Result<i64, JavaError> {
         self.call("remainTimeToLive", lock, thread, json!({}))

@@ -219,6 +219,9 @@ public final class Agent {
         if (op.startsWith("fenced") || "getToken".equals(op)) {
             return runFenced(op, cmd);
         }
+        if (op.startsWith("multi")) {
+            return runMulti(op, cmd);
+        }
         RLock lock = client.getLock(str(cmd, "lock"));
         switch (op) {
             case "lock":
@@ -270,6 +273,23 @@ public final class Agent {
                 return NO_RESULT;
             case "getToken":
                 return lock.getToken();
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** RedissonMultiLock over the RLocks named in "locks", in that order. */
+    @SuppressWarnings("unchecked")
+    private static Object runMulti(String op, Map<String, Object> cmd) throws Exception {
+        List<Object> names = (List<Object>) cmd.get("locks");
+        RLock[] locks = names.stream().map(n -> client.getLock(String.valueOf(n))).toArray(RLock[]::new);
+        RLock multi = client.getMultiLock(locks);
+        switch (op) {
+            case "multiTryLock":
+                return multi.tryLock(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+            case "multiUnlock":
+                multi.unlock();
+                return NO_RESULT;
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
         }

@@ -1,14 +1,18 @@
-//! Interop of the fenced lock with the real Redisson (`RFencedLock`), per Redisson version:
-//! one counter for both sides (every acquisition, Java's or Rust's, re-entries and Java's plain
-//! `lock()` included, takes the next token), one lock (each excludes the other), and wake-ups
-//! by the unlock message in both directions.
+//! Interop of the lock kinds beyond `RLock` with the real Redisson, per Redisson version (one
+//! section per kind; a new kind adds its scenarios here).
+//!
+//! - Fenced (`RFencedLock`): one counter for both sides (every acquisition, Java's or Rust's,
+//!   re-entries and Java's plain `lock()` included, takes the next token), one lock (each
+//!   excludes the other), and wake-ups by the unlock message in both directions.
+//! - Multi (`RedissonMultiLock`): a Java multi-lock and a Rust one over the same names exclude
+//!   each other, and neither keeps a part when it cannot have them all.
 
 mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
-use redisson_lock::{LockClient, Owner};
+use redisson_lock::{LockClient, MultiLock, Owner};
 use support::java::JavaAgent;
 use support::RedisServer;
 use tokio::time::Instant;
@@ -22,6 +26,7 @@ support::java::scenarios!(
     tokens_come_from_one_counter_on_both_sides,
     a_java_unlock_wakes_a_rust_fenced_waiter_with_the_next_token,
     a_rust_unlock_wakes_a_java_fenced_waiter_with_the_next_token,
+    java_and_rust_multi_locks_exclude_each_other_all_or_none,
 );
 
 /// Fields drop in order: the JVM first, the Redis server last.
@@ -37,6 +42,9 @@ async fn setup(jar: &Path) -> Setup {
     let rust = server.client().await;
     Setup { java, rust, server }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fenced.
 
 async fn tokens_come_from_one_counter_on_both_sides(jar: &Path) {
     let Setup { java, rust, server } = setup(jar).await;
@@ -119,4 +127,43 @@ async fn a_rust_unlock_wakes_a_java_fenced_waiter_with_the_next_token(jar: &Path
     );
     assert_eq!(woken.unwrap(), 2);
     java.fenced_unlock(name, "waiter").await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Multi.
+
+async fn java_and_rust_multi_locks_exclude_each_other_all_or_none(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    let names = ["multi-a", "multi-b", "multi-c"];
+    let ours = MultiLock::new(names.map(|n| rust.lock(n))).unwrap();
+    let exists = |key: &str| server.cmd::<i64>(&["EXISTS", key]) == 1;
+
+    assert!(java.multi_try_lock(&names, "t1", 0).await.unwrap());
+    assert!(
+        ours.try_lock().await.unwrap().is_none(),
+        "Java holds them all"
+    );
+    java.multi_unlock(&names, "t1").await.unwrap();
+    assert!(
+        names.iter().all(|n| !exists(n)),
+        "Java's unlock freed every part"
+    );
+
+    // Rust holds only the middle one: Java's multi-lock takes none (gives back multi-a).
+    let middle = rust.lock("multi-b").lock().await.unwrap();
+    assert!(!java.multi_try_lock(&names, "t1", 200).await.unwrap());
+    assert!(
+        !exists("multi-a") && !exists("multi-c"),
+        "Java kept no part"
+    );
+    middle.unlock().await.unwrap();
+
+    let guard = ours.lock().await.unwrap();
+    assert!(
+        !java.multi_try_lock(&names, "t1", 0).await.unwrap(),
+        "Rust holds them all"
+    );
+    guard.unlock().await.unwrap();
+    assert!(java.multi_try_lock(&names, "t1", 0).await.unwrap());
+    java.multi_unlock(&names, "t1").await.unwrap();
 }

@@ -1,0 +1,343 @@
+//! The multi-lock (Redisson `RedissonMultiLock`): several locks taken as one, all or none. No
+//! keys of its own: a composition of [`Lock`]s, which may belong to different clients (and so
+//! to different Redis deployments), each speaking its own protocol.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::engine::holds::Lease;
+use crate::error::{Error, Result};
+use crate::kinds::guard::LockGuard;
+use crate::kinds::lock::{fixed_lease, Lock};
+
+/// Per lock, the budget of one round of [`MultiLock::lock`] (Redisson's 1500 ms per lock).
+const ROUND_PER_LOCK: Duration = Duration::from_millis(1500);
+
+/// Several [`Lock`]s acquired together: a [`MultiGuard`] holds every one of them, or the call
+/// holds none. Redisson's `RedissonMultiLock` over the same names excludes it and is excluded
+/// by it, since each part is a plain `RLock`.
+///
+/// The locks are taken in the order given, each waiting at most what is left of the call's
+/// wait; when one cannot be had, the ones taken are released before the call returns (or, for
+/// [`lock`](MultiLock::lock), before it tries again from the first, after a round of
+/// `1.5 s` per lock plus a random part so that two multi-locks taking shared locks in different
+/// orders cannot keep refusing each other in step). Prefer one order for the same locks
+/// everywhere: it makes those rounds rare.
+///
+/// ```no_run
+/// use redisson_lock::MultiLock;
+/// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+/// let both = MultiLock::new([client.lock("account:1"), client.lock("account:2")])?;
+/// let guard = both.lock().await?;
+/// // ... move money between the two accounts ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    locks: Vec<Lock>,
+}
+
+/// Every hold of a [`MultiLock`] acquisition. Dropping it releases them all in the background.
+///
+/// ```no_run
+/// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+/// let guard = both.lock().await?;
+/// assert_eq!(guard.guards().len(), 2);
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
+}
+
+impl MultiLock {
+    /// The locks to take together, in this order.
+    ///
+    /// ```no_run
+    /// # fn demo(a: redisson_lock::LockClient, b: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// // Locks of two clients (two deployments) are fine:
+    /// let both = redisson_lock::MultiLock::new([a.lock("x"), b.lock("x")])?;
+    /// # let _ = both; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no locks, or for one key of one client given twice (the
+    /// second would re-enter or wait for the first forever).
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<MultiLock> {
+        let locks: Vec<Lock> = locks.into_iter().collect();
+        if locks.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a multi-lock needs at least one lock".into(),
+            ));
+        }
+        for (i, lock) in locks.iter().enumerate() {
+            let twice = locks[..i]
+                .iter()
+                .any(|other| other.client_id() == lock.client_id() && other.key() == lock.key());
+            if twice {
+                return Err(Error::InvalidArgument(format!(
+                    "lock {:?} is given twice to one multi-lock",
+                    lock.name()
+                )));
+            }
+        }
+        Ok(MultiLock { locks })
+    }
+
+    /// The locks, in the order they are taken.
+    ///
+    /// ```no_run
+    /// # fn demo(both: redisson_lock::MultiLock) {
+    /// let names: Vec<&str> = both.locks().iter().map(|l| l.name()).collect();
+    /// # }
+    /// ```
+    pub fn locks(&self) -> &[Lock] {
+        &self.locks
+    }
+
+    /// Acquires every lock, waiting as long as it takes (each watchdog-renewed).
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let guard = both.lock().await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Lock::lock`], for any of the locks (the ones already taken are released).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the locks already taken are released in the background, and the one being
+    /// acquired leaves no hold behind, as [`Lock::lock`].
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        self.acquire(None, Lease::Watchdog)
+            .await
+            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
+    }
+
+    /// Acquires every lock with a fixed `lease` each (no watchdog), waiting as long as it takes.
+    /// Each lease starts when its lock is taken.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let guard = both.lock_with_lease(std::time::Duration::from_secs(10)).await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`MultiLock::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`MultiLock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
+        let lease = fixed_lease(lease)?;
+        self.acquire(None, lease)
+            .await
+            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
+    }
+
+    /// One attempt per lock, no waiting: `None` (and nothing held) if any is held elsewhere.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// if let Some(guard) = both.try_lock().await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`MultiLock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
+    }
+
+    /// Waits at most `wait` in all for every lock; `None` (and nothing held) on timeout.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let guard = both.try_lock_for(std::time::Duration::from_secs(2)).await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// As [`MultiLock::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        self.acquire(Some(wait), Lease::Watchdog).await
+    }
+
+    /// Waits at most `wait` in all, each lock held for a fixed `lease` (Redisson's
+    /// `tryLock(wait, lease, unit)`).
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// use std::time::Duration;
+    /// let guard = both.try_lock_for_with_lease(Duration::from_secs(2), Duration::from_secs(30)).await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease.
+    ///
+    /// # Cancel safety
+    /// As [`MultiLock::lock`].
+    pub async fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<MultiGuard>> {
+        let lease = fixed_lease(lease)?;
+        self.acquire(Some(wait), lease).await
+    }
+
+    /// Whether the current owner holds every one of the locks (Redisson's `isHeldByThread`).
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let mine = both.is_held_by_current().await?;
+    /// # let _ = mine; Ok(()) }
+    /// ```
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        for lock in &self.locks {
+            if !lock.is_held_by_current().await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<MultiGuard>> {
+        loop {
+            let round = wait.unwrap_or_else(|| self.round());
+            // (A wait too long to represent is a wait without end.)
+            let deadline = Instant::now().checked_add(round);
+            let mut guards = Vec::with_capacity(self.locks.len());
+            for lock in &self.locks {
+                let left = match (wait, deadline) {
+                    (Some(Duration::ZERO), _) => Some(Duration::ZERO),
+                    (_, Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
+                    (_, None) => None,
+                };
+                match lock.acquire(left, lease).await {
+                    Ok(Some(guard)) => guards.push(guard),
+                    Ok(None) => break,
+                    Err(err) => {
+                        release_all(guards).await;
+                        return Err(err);
+                    }
+                }
+            }
+            if guards.len() == self.locks.len() {
+                return Ok(Some(MultiGuard { guards }));
+            }
+            release_all(guards).await;
+            if wait.is_some() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// One round of an unbounded wait: 1.5 s per lock, plus up to as much again at random.
+    fn round(&self) -> Duration {
+        let base = ROUND_PER_LOCK * self.locks.len() as u32;
+        base + base.mul_f64(rand::rng().random::<f64>())
+    }
+}
+
+/// Gives back the holds of a round that could not take every lock.
+async fn release_all(guards: Vec<LockGuard>) {
+    for guard in guards {
+        let name = guard.name().to_string();
+        if let Err(err) = guard.unlock().await {
+            // (The hold ends with its lease: nothing renews it any more.)
+            tracing::warn!(lock = %name, error = %err, "a multi-lock could not give back a lock it took");
+        }
+    }
+}
+
+impl MultiGuard {
+    /// The guard of each lock, in the multi-lock's order.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let guard = both.lock().await?;
+    /// for part in guard.guards() {
+    ///     println!("{} held", part.name());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.guards
+    }
+
+    /// Whether any of the locks was lost.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// let guard = both.lock().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.guards.iter().any(LockGuard::is_lost)
+    }
+
+    /// Completes when any of the locks is lost (see [`LockGuard::lost`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// # async fn work() {}
+    /// let guard = both.lock().await?;
+    /// tokio::select! {
+    ///     _ = guard.lost() => eprintln!("one of the locks is gone: stop"),
+    ///     _ = work() => guard.unlock().await?,
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut signals: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = self
+            .guards
+            .iter()
+            .map(|g| Box::pin(g.lost()) as Pin<Box<dyn Future<Output = ()> + Send>>)
+            .collect();
+        std::future::poll_fn(move |cx| {
+            // Those polled before a ready one have registered their wakers.
+            match signals.iter_mut().any(|s| s.as_mut().poll(cx).is_ready()) {
+                true => Poll::Ready(()),
+                false => Poll::Pending,
+            }
+        })
+    }
+
+    /// Releases every hold. All are released even when one fails; the first error is
+    /// returned.
+    ///
+    /// ```no_run
+    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
+    /// both.lock().await?.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`], for the first lock whose unlock failed.
+    ///
+    /// # Cancel safety
+    /// The holds not yet released when the future is dropped are released in the background.
+    pub async fn unlock(self) -> Result<()> {
+        let mut first = Ok(());
+        for guard in self.guards {
+            let result = guard.unlock().await;
+            if first.is_ok() {
+                first = result;
+            }
+        }
+        first
+    }
+}

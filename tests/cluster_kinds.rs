@@ -1,0 +1,63 @@
+//! The lock kinds beyond `Lock` on a real Redis Cluster (`support::cluster`, 6 nodes shared by
+//! this binary's tests): each kind's keys stay in its lock's slot, and a multi-lock takes locks
+//! on every master together.
+
+mod support;
+
+use redisson_lock::{names, Error, LockClient, MultiLock, Owner};
+use support::cluster::{self, key_on_master, RedisCluster};
+
+async fn client() -> LockClient {
+    let config = cluster::get().config();
+    LockClient::with_config(config)
+        .await
+        .expect("connect to the cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_locks_count_tokens_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let client = client().await;
+    for master in 0..3 {
+        let name = key_on_master("fenced", master);
+        let lock = client.fenced_lock(&name).with_owner(Owner::new());
+        let first = lock.lock().await.unwrap();
+        let again = lock.lock().await.unwrap();
+        assert_eq!((first.token(), again.token()), (1, 2));
+        let token: i64 = cluster::get()
+            .master_of(&name)
+            .cmd(&["GET", &names::token_key(&name)])
+            .unwrap();
+        assert_eq!(token, 2, "{name}: the counter sits at the lock's master");
+        again.unlock().await.unwrap();
+        first.unlock().await.unwrap();
+    }
+    // A name whose counter would hash elsewhere is refused before anything is sent.
+    let err = client.fenced_lock("bad{").try_lock().await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_lock_takes_locks_on_every_master_or_none() {
+    let _steady = RedisCluster::steady().await;
+    let (client, other) = (client().await, client().await);
+    let names: Vec<String> = (0..3).map(|m| key_on_master("multi", m)).collect();
+    let all = MultiLock::new(names.iter().map(|n| client.lock(n))).unwrap();
+    let guard = all.lock().await.unwrap();
+    assert!(other.lock(&names[2]).try_lock().await.unwrap().is_none());
+    guard.unlock().await.unwrap();
+
+    let last = other.lock(&names[2]).lock().await.unwrap();
+    assert!(all.try_lock().await.unwrap().is_none());
+    for name in &names[..2] {
+        let exists: i64 = cluster::get()
+            .master_of(name)
+            .cmd(&["EXISTS", name])
+            .unwrap();
+        assert_eq!(exists, 0, "{name} given back");
+    }
+    last.unlock().await.unwrap();
+    client.shutdown().await;
+    other.shutdown().await;
+}
