@@ -154,3 +154,25 @@ async fn with_lock_passes_the_token_to_the_body() {
     assert_eq!((first, second), (1, 2));
     assert!(!lock.is_locked().await.unwrap(), "released after each body");
 }
+
+#[test]
+fn the_blocking_fenced_lock_reenters_per_thread_with_a_token_each() {
+    let server = RedisServer::start();
+    let client = redisson_lock::blocking::LockClient::with_config(server.config()).unwrap();
+    let lock = client.fenced_lock("threads");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    assert_eq!((outer.token(), inner.token()), (1, 2));
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    let elsewhere = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.try_lock().unwrap().is_none())
+            .join()
+            .unwrap()
+    };
+    assert!(elsewhere, "another thread is another owner");
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    assert_eq!(lock.token().unwrap(), Some(2));
+    client.shutdown();
+}

@@ -22,6 +22,29 @@ fn public_types_are_send_sync_and_static() {
     is_send_sync_static::<redisson_lock::blocking::LockClient>();
     is_send_sync_static::<redisson_lock::blocking::Lock>();
     is_send_sync_static::<redisson_lock::blocking::LockGuard>();
+    is_send_sync_static::<redisson_lock::FencedLock>();
+    is_send_sync_static::<redisson_lock::FencedGuard>();
+    is_send_sync_static::<redisson_lock::MultiLock>();
+    is_send_sync_static::<redisson_lock::MultiGuard>();
+    is_send_sync_static::<redisson_lock::blocking::FencedLock>();
+    is_send_sync_static::<redisson_lock::blocking::FencedGuard>();
+}
+
+/// Never run: it only has to compile.
+#[allow(dead_code, unused_must_use)]
+async fn other_kinds_futures_are_send(
+    fenced: redisson_lock::FencedLock,
+    multi: redisson_lock::MultiLock,
+    guard: redisson_lock::MultiGuard,
+) {
+    is_send(&fenced.lock());
+    is_send(&fenced.try_lock_for(Duration::from_secs(1)));
+    is_send(&fenced.token());
+    is_send(&fenced.with_lock(|token| async move { token }));
+    is_send(&multi.lock());
+    is_send(&multi.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(1)));
+    is_send(&guard.lost());
+    is_send(&guard.unlock());
 }
 
 /// Never run: it only has to compile.

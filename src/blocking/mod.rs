@@ -22,11 +22,15 @@
 //! # Ok::<(), redisson_lock::Error>(())
 //! ```
 
+mod fenced;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{Config, Owner, Result};
+
+pub use fenced::{FencedGuard, FencedLock};
 
 /// Owns the runtime; shuts it down without blocking an async context.
 struct Runtime(Option<tokio::runtime::Runtime>);
@@ -111,6 +115,19 @@ impl LockClient {
             owner: None,
             runtime: self.runtime.clone(),
         }
+    }
+
+    /// A handle on the fenced lock named `name` (see [`crate::LockClient::fenced_lock`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fenced_lock("ledger").lock()?;
+    /// println!("token {}", guard.token());
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
+        FencedLock::new(self.inner.fenced_lock(name), self.runtime.clone())
     }
 
     /// This client's UUID.

@@ -1,0 +1,232 @@
+//! The blocking fenced lock: [`crate::FencedLock`] for synchronous code, one owner per thread.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{LockGuard, Runtime};
+use crate::{Owner, Result};
+
+/// A blocking [`crate::FencedLock`]: operations are made by the calling thread's owner.
+///
+/// ```no_run
+/// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+/// use std::time::Duration;
+/// if let Some(guard) = client.fenced_lock("ledger").try_lock_for(Duration::from_secs(1))? {
+///     println!("writing with token {}", guard.token());
+///     guard.unlock()?;
+/// }
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct FencedLock {
+    inner: crate::FencedLock,
+    owner: Option<Owner>,
+    runtime: Arc<Runtime>,
+}
+
+/// A blocking [`crate::FencedGuard`]: a [`LockGuard`] (reached through `Deref`) and the
+/// acquisition's fencing token.
+///
+/// ```no_run
+/// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+/// let guard = client.fenced_lock("ledger").lock()?;
+/// assert!(!guard.is_lost());
+/// let token = guard.token();
+/// guard.unlock()?;
+/// # let _ = token; Ok::<(), redisson_lock::Error>(())
+/// ```
+#[must_use = "the hold is released as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct FencedGuard {
+    guard: LockGuard,
+    token: i64,
+}
+
+impl FencedGuard {
+    /// The fencing token of this acquisition.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let token = client.fenced_lock("ledger").lock()?.token();
+    /// # let _ = token; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Releases this hold. See [`crate::LockGuard::unlock`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// client.fenced_lock("ledger").lock()?.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn unlock(self) -> Result<()> {
+        self.guard.unlock()
+    }
+}
+
+impl std::ops::Deref for FencedGuard {
+    type Target = LockGuard;
+
+    fn deref(&self) -> &LockGuard {
+        &self.guard
+    }
+}
+
+impl FencedLock {
+    pub(super) fn new(inner: crate::FencedLock, runtime: Arc<Runtime>) -> Self {
+        FencedLock {
+            inner,
+            owner: None,
+            runtime,
+        }
+    }
+
+    /// The same lock, operated as `owner` from any thread.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let lock = client.fenced_lock("ledger").with_owner(redisson_lock::Owner::new());
+    /// # let _ = lock; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    fn run<'a, T, F>(&'a self, op: impl FnOnce(crate::FencedLock) -> F) -> T
+    where
+        F: Future<Output = T> + 'a,
+    {
+        let owner = self.owner.unwrap_or_else(Owner::for_current_thread);
+        let lock = self.inner.clone().with_owner(owner);
+        self.runtime.block_on(op(lock))
+    }
+
+    fn guard(&self, guard: crate::FencedGuard) -> FencedGuard {
+        let token = guard.token();
+        FencedGuard {
+            guard: LockGuard {
+                inner: Some(guard.into_guard()),
+                runtime: self.runtime.clone(),
+            },
+            token,
+        }
+    }
+
+    /// Blocks until acquired; watchdog-renewed. See [`crate::FencedLock::lock`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fenced_lock("ledger").lock()?;
+    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn lock(&self) -> Result<FencedGuard> {
+        let g = self.run(|l| async move { l.lock().await })?;
+        Ok(self.guard(g))
+    }
+
+    /// Blocks until acquired, with a fixed lease. See [`crate::FencedLock::lock_with_lease`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fenced_lock("ledger").lock_with_lease(std::time::Duration::from_secs(5))?;
+    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<FencedGuard> {
+        let g = self.run(|l| async move { l.lock_with_lease(lease).await })?;
+        Ok(self.guard(g))
+    }
+
+    /// One attempt. See [`crate::FencedLock::try_lock`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fenced_lock("ledger").try_lock()?;
+    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn try_lock(&self) -> Result<Option<FencedGuard>> {
+        let g = self.run(|l| async move { l.try_lock().await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// Waits at most `wait`. See [`crate::FencedLock::try_lock_for`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fenced_lock("ledger").try_lock_for(std::time::Duration::from_secs(1))?;
+    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<FencedGuard>> {
+        let g = self.run(|l| async move { l.try_lock_for(wait).await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// Waits at most `wait`, with a fixed lease. See
+    /// [`crate::FencedLock::try_lock_for_with_lease`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// use std::time::Duration;
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
+    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<FencedGuard>> {
+        let g = self.run(|l| async move { l.try_lock_for_with_lease(wait, lease).await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+
+    /// The newest token issued for this name. See [`crate::FencedLock::token`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let newest = client.fenced_lock("ledger").token()?;
+    /// # let _ = newest; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn token(&self) -> Result<Option<i64>> {
+        self.run(|l| async move { l.token().await })
+    }
+
+    /// Whether the calling thread (or the bound owner) holds the lock.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let mine = client.fenced_lock("ledger").is_held_by_current_thread()?;
+    /// # let _ = mine; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        self.run(|l| async move { Ok(l.hold_count().await? > 0) })
+    }
+
+    /// The calling thread's (or the bound owner's) hold count.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let holds = client.fenced_lock("ledger").hold_count()?;
+    /// # let _ = holds; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn hold_count(&self) -> Result<u32> {
+        self.run(|l| async move { l.hold_count().await })
+    }
+
+    /// Deletes the lock whoever holds it. See [`crate::FencedLock::force_unlock`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let was_held = client.fenced_lock("ledger").force_unlock()?;
+    /// # let _ = was_held; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.run(|l| async move { l.force_unlock().await })
+    }
+}
