@@ -14,6 +14,7 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::kinds::fenced::FencedLock;
 use crate::kinds::lock::Lock;
+use crate::kinds::read_write::ReadWriteLock;
 use crate::raw::Protocol;
 use crate::transport::connect;
 use crate::transport::pubsub::Hub;
@@ -208,6 +209,19 @@ impl LockClient {
     /// ```
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock::new(self.lock(name))
+    }
+
+    /// A handle on the read-write lock named `name` (Redisson's `getReadWriteLock(name)`):
+    /// shared reads, exclusive writes. Sends nothing until used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let doc = client.read_write_lock("doc:7");
+    /// let guard = doc.read_lock().lock().await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.lock(name))
     }
 
     /// This client's UUID: the `<client-uuid>` part of every owner field it writes.

@@ -42,4 +42,5 @@ pub use kinds::fenced::{FencedGuard, FencedLock};
 pub use kinds::guard::LockGuard;
 pub use kinds::lock::Lock;
 pub use kinds::multi::{MultiGuard, MultiLock};
+pub use kinds::read_write::ReadWriteLock;
 pub use owner::Owner;

@@ -63,6 +63,30 @@ pub fn token_key(key: &str) -> String {
     prefixed("redisson_lock_token", key)
 }
 
+/// The channel both halves of a read-write lock publish on (Redisson's `redisson_rwlock:{N}`):
+/// `0` after the last read unlock, `1` (wake every waiter) after a write unlock.
+///
+/// ```
+/// assert_eq!(redisson_lock::names::rwlock_channel("doc"), "redisson_rwlock:{doc}");
+/// ```
+pub fn rwlock_channel(key: &str) -> String {
+    prefixed("redisson_rwlock", key)
+}
+
+/// The prefix of one reader's timeout keys (`<prefix>:1` .. `<prefix>:<holds>`, one per hold,
+/// each expiring with that hold's lease): a read unlock sets the hash's TTL from the longest
+/// of them. `field` is the reader's owner field.
+///
+/// ```
+/// let prefix = redisson_lock::names::read_timeout_prefix("doc", "6e3d:7");
+/// assert_eq!(prefix, "{doc}:6e3d:7:rwlock_timeout");
+/// ```
+pub fn read_timeout_prefix(key: &str, field: &str) -> String {
+    let mut prefix = suffixed(key, field);
+    prefix.push_str(":rwlock_timeout");
+    prefix
+}
+
 /// The unlock latch key for one logical unlock request (32 hex characters of request id).
 ///
 /// ```

@@ -22,24 +22,8 @@ async fn client() -> LockClient {
     client_with(|c| c).await
 }
 
-/// `PUBSUB SHARDNUMSUB` of `channel` at `key`'s master (sharded), or `NUMSUB` summed over the
-/// nodes (classic).
 fn listeners(key: &str, channel: &str, sharded: bool) -> i64 {
-    let cluster = cluster::get();
-    let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
-    // Classic subscribers may sit on any node (a PUBLISH reaches them all), replicas too.
-    let nodes: Vec<&cluster::Node> = if sharded {
-        vec![cluster.master_of(key)]
-    } else {
-        cluster.nodes.iter().filter(|n| n.is_running()).collect()
-    };
-    nodes
-        .iter()
-        .map(|node| {
-            let (_, n): (String, i64) = node.cmd(&["PUBSUB", sub, channel]).unwrap();
-            n
-        })
-        .sum()
+    cluster::get().listeners(key, channel, sharded)
 }
 
 /// One owner holds `name` with a 30 s watchdog lease; a task of a second client waits; the

@@ -1,6 +1,7 @@
 //! The lock kinds beyond `Lock` on a real Redis Cluster (`support::cluster`, 6 nodes shared by
-//! this binary's tests): each kind's keys stay in its lock's slot, and a multi-lock takes locks
-//! on every master together.
+//! this binary's tests): each kind's keys stay in its lock's slot, a write unlock's wake-all
+//! message reaches readers of another client at every master, and a multi-lock takes locks on
+//! every master together.
 
 mod support;
 
@@ -60,4 +61,58 @@ async fn a_multi_lock_takes_locks_on_every_master_or_none() {
     last.unlock().await.unwrap();
     client.shutdown().await;
     other.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_locks_wake_every_reader_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let (writer, readers) = (client().await, client().await);
+    let long = std::time::Duration::from_secs(30);
+    let sharded = support::server_info().sharded_pubsub;
+    for master in 0..3 {
+        let name = key_on_master("rw", master);
+        let held = writer
+            .read_write_lock(&name)
+            .write_lock()
+            .lock_with_lease(long)
+            .await
+            .unwrap();
+        let waiting: Vec<_> = (0..2)
+            .map(|_| {
+                let read = readers.read_write_lock(&name).read_lock();
+                tokio::spawn(async move { read.lock().await.unwrap() })
+            })
+            .collect();
+        let channel = names::rwlock_channel(&name);
+        assert!(
+            support::eventually(std::time::Duration::from_secs(5), || {
+                cluster::get().listeners(&name, &channel, sharded) >= 1
+            })
+            .await,
+            "{name}: the readers never subscribed"
+        );
+        held.unlock().await.unwrap();
+        // Well inside the 30 s lease: only the wake-all message explains it.
+        for waiter in waiting {
+            let guard = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+                .await
+                .unwrap()
+                .unwrap();
+            let field = guard.owner_field();
+            let timeout_key = format!("{}:1", names::read_timeout_prefix(&name, &field));
+            let pttl: i64 = cluster::get()
+                .master_of(&name)
+                .cmd(&["PTTL", &timeout_key])
+                .unwrap();
+            assert!(
+                pttl > 0,
+                "{name}: the reader's timeout key at the lock's master"
+            );
+            guard.unlock().await.unwrap();
+        }
+    }
+    let err = writer.read_write_lock("bad{").read_lock().try_lock().await;
+    assert!(matches!(err.unwrap_err(), Error::CrossSlot { .. }));
+    writer.shutdown().await;
+    readers.shutdown().await;
 }

@@ -23,6 +23,7 @@
 //! ```
 
 mod fenced;
+mod read_write;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use std::time::Duration;
 use crate::{Config, Owner, Result};
 
 pub use fenced::{FencedGuard, FencedLock};
+pub use read_write::ReadWriteLock;
 
 /// Owns the runtime; shuts it down without blocking an async context.
 struct Runtime(Option<tokio::runtime::Runtime>);
@@ -110,10 +112,33 @@ impl LockClient {
 
     /// A handle on the lock named `name`.
     pub fn lock(&self, name: impl Into<String>) -> Lock {
+        self.blocking(self.inner.lock(name))
+    }
+
+    /// The blocking handle on an async lock of this client.
+    fn blocking(&self, inner: crate::Lock) -> Lock {
         Lock {
-            inner: self.inner.lock(name),
+            inner,
             owner: None,
             runtime: self.runtime.clone(),
+        }
+    }
+
+    /// A handle on the read-write lock named `name` (see
+    /// [`crate::LockClient::read_write_lock`]); each half reenters per thread, as in Java.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let doc = client.read_write_lock("doc:7");
+    /// let guard = doc.read_lock().lock()?;
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        let rw = self.inner.read_write_lock(name);
+        ReadWriteLock {
+            read: self.blocking(rw.read_lock()),
+            write: self.blocking(rw.write_lock()),
         }
     }
 

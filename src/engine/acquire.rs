@@ -113,6 +113,7 @@ impl Target<'_> {
             granted: false,
             request: &request,
             place: Place::new(
+                self.raw,
                 field.clone(),
                 owner,
                 lease,
@@ -163,11 +164,13 @@ impl Target<'_> {
             // leaves the registry first), and a hand-off in flight registers its waiter before
             // it finishes; so with the subscription confirmed the unlock message (or the
             // hand-off) is sure to reach this waiter, and an attempt now could only fail.
-            // (Should that owner lose the lock instead, the watchdog wakes this channel.)
+            // (Should that owner lose the lock instead, the watchdog wakes this channel.) Not
+            // so for a shared lock: another reader of this client does not keep this one out.
             let reply = match reply {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
-                    && (self.shared.core.holds.held_by_other(self.key, owner)
+                    && ((!self.raw.is_shared()
+                        && self.shared.core.holds.held_by_other(self.key, owner))
                         || handoffs.in_flight(self.key)) =>
                 {
                     None

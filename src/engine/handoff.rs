@@ -77,6 +77,9 @@ impl KeyState {
 
 /// One waiter's place: who it acquires for, and the answer to its hand-off.
 pub(crate) struct Place {
+    /// The waiter's kind: only a release of the same kind hands it the lock (its acquire
+    /// script is the one the release sends).
+    raw: &'static Kind,
     field: Arc<str>,
     owner: Owner,
     lease: Lease,
@@ -138,6 +141,7 @@ pub(crate) enum Standing {
 
 impl Place {
     pub(crate) fn new(
+        raw: &'static Kind,
         field: Arc<str>,
         owner: Owner,
         lease: Lease,
@@ -145,6 +149,7 @@ impl Place {
         latch: LatchCell,
     ) -> Arc<Place> {
         Arc::new(Place {
+            raw,
             field,
             owner,
             lease,
@@ -258,7 +263,13 @@ impl Handoffs {
     /// For a release that frees `key`: an [`Offer`] when waiters of this client are parked on
     /// it, handing the lock to the oldest if the last count found this client alone on the
     /// channel and `subscribed` (its own subscription is live, so the count included it).
-    pub(crate) fn offer(self: &Arc<Self>, key: &Arc<str>, subscribed: bool) -> Option<Offer> {
+    /// Only a waiter of the releasing kind `raw` is handed the lock.
+    pub(crate) fn offer(
+        self: &Arc<Self>,
+        key: &Arc<str>,
+        raw: &'static Kind,
+        subscribed: bool,
+    ) -> Option<Offer> {
         if !self.enabled
             || self.parked.load(Ordering::Relaxed) == 0
             || self.closed.load(Ordering::Acquire)
@@ -272,7 +283,7 @@ impl Handoffs {
         }
         state.used = Instant::now();
         let mut waiter = None;
-        if state.alone && subscribed {
+        if state.alone && subscribed && state.queue.front().is_some_and(|p| p.raw == raw) {
             let place = state.queue.pop_front().expect("not empty");
             *place.state.lock() = PlaceState::Taken;
             self.parked.fetch_sub(1, Ordering::Relaxed);
@@ -453,6 +464,7 @@ mod tests {
         let latch: Arc<str> = format!("latch-{field}").into();
         let id = field.strip_prefix("u:").unwrap().parse().unwrap();
         Place::new(
+            &RLOCK,
             field.into(),
             Owner::from_id(id),
             Lease::Watchdog,
@@ -463,7 +475,9 @@ mod tests {
 
     fn alone(handoffs: &Arc<Handoffs>, key: &Arc<str>) {
         // A count-only release tells the registry this client is alone on the channel.
-        let offer = handoffs.offer(key, true).expect("a waiter is parked");
+        let offer = handoffs
+            .offer(key, &RLOCK, true)
+            .expect("a waiter is parked");
         assert!(offer.waiter().is_none(), "nothing known yet: count only");
         offer.settle(Some(1), None, &Holds::default(), &RLOCK, Instant::now());
     }
@@ -474,17 +488,21 @@ mod tests {
         let key: Arc<str> = "k".into();
         let (a, b) = (place("u:1"), place("u:2"));
         assert!(
-            handoffs.offer(&key, true).is_none(),
+            handoffs.offer(&key, &RLOCK, true).is_none(),
             "no waiter: plain unlock"
         );
         handoffs.park(&key, &a, true);
         handoffs.park(&key, &b, true);
         alone(&handoffs, &key);
         assert!(
-            handoffs.offer(&key, false).unwrap().waiter().is_none(),
+            handoffs
+                .offer(&key, &RLOCK, false)
+                .unwrap()
+                .waiter()
+                .is_none(),
             "own subscription not live: count only"
         );
-        let offer = handoffs.offer(&key, true).unwrap();
+        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
         let acquire = offer.waiter().expect("hands off");
         assert_eq!(
             (acquire.field, acquire.lease_ms, acquire.latch),
@@ -511,7 +529,33 @@ mod tests {
             Standing::Answered(Outcome::Acquired(..))
         ));
         // Another client is listening now: the next release only counts.
-        assert!(handoffs.offer(&key, true).unwrap().waiter().is_none());
+        assert!(handoffs
+            .offer(&key, &RLOCK, true)
+            .unwrap()
+            .waiter()
+            .is_none());
+    }
+
+    #[test]
+    fn a_waiter_of_another_kind_is_never_handed_the_lock() {
+        let handoffs = Arc::new(Handoffs::new(true));
+        let key: Arc<str> = "k".into();
+        let fenced = Place::new(
+            &crate::raw::fenced::FENCED,
+            "u:1".into(),
+            Owner::from_id(1),
+            Lease::Watchdog,
+            30_000,
+            Arc::new(Mutex::new("latch".into())),
+        );
+        handoffs.park(&key, &fenced, true);
+        alone(&handoffs, &key);
+        // An RLock release would send RLock's acquire: no fencing token for this waiter.
+        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
+        assert!(offer.waiter().is_none(), "count only");
+        drop(offer);
+        let offer = handoffs.offer(&key, &crate::raw::fenced::FENCED, true);
+        assert!(offer.unwrap().waiter().is_some(), "its own kind hands off");
     }
 
     #[test]
@@ -522,7 +566,7 @@ mod tests {
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         assert!(matches!(handoffs.leave("k", &a), Standing::Free));
-        assert!(handoffs.offer(&key, true).is_none());
+        assert!(handoffs.offer(&key, &RLOCK, true).is_none());
     }
 
     #[test]
@@ -532,7 +576,7 @@ mod tests {
         let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
-        let offer = handoffs.offer(&key, true).unwrap();
+        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
         assert!(matches!(handoffs.forget("k", &a), Forgotten::InFlight));
         let holds = Holds::default();
         let (orphan, _) = offer.settle(
@@ -553,7 +597,7 @@ mod tests {
         let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
-        drop(handoffs.offer(&key, true).unwrap());
+        drop(handoffs.offer(&key, &RLOCK, true).unwrap());
         assert!(!handoffs.in_flight("k"));
         assert!(matches!(
             handoffs.leave("k", &a),
@@ -568,13 +612,13 @@ mod tests {
         let a = place("u:1");
         off.park(&key, &a, true);
         assert_eq!(off.parked(), 1, "counted all the same");
-        assert!(off.offer(&key, true).is_none());
+        assert!(off.offer(&key, &RLOCK, true).is_none());
         assert!(matches!(off.leave("k", &a), Standing::Free));
         assert_eq!(off.parked(), 0);
         let closed = Arc::new(Handoffs::new(true));
         closed.park(&key, &place("u:1"), true);
         alone(&closed, &key);
         closed.close();
-        assert!(closed.offer(&key, true).is_none());
+        assert!(closed.offer(&key, &RLOCK, true).is_none());
     }
 }

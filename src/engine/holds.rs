@@ -282,7 +282,10 @@ impl Holds {
         sent_at: Instant,
     ) -> Ticket {
         let mut table = self.table.lock();
-        let found = table.of_key(key).find(|n| n.owner == owner).cloned();
+        // (One owner may hold both halves of a read-write lock: one node each.)
+        let found = (table.of_key(key))
+            .find(|n| n.owner == owner && n.raw == raw)
+            .cloned();
         let node = found.unwrap_or_else(|| {
             let node = Arc::new(Node {
                 raw,
@@ -306,9 +309,13 @@ impl Holds {
                 node.last_confirmed.set(sent_at);
             }
             Lease::Fixed(d) => {
-                node.lease_holds.fetch_add(1, Relaxed);
-                // Every acquire resets the TTL to its own lease.
-                node.lease_deadline.set(sent_at + d);
+                let earlier = node.lease_holds.fetch_add(1, Relaxed) > 0;
+                match node.lease_deadline.get() {
+                    // The earlier holds' leases run on (see `RawLock::keeps_first_lease`).
+                    Some(_) if earlier && raw.keeps_first_lease() => {}
+                    // Every acquire resets the TTL to its own lease.
+                    _ => node.lease_deadline.set(sent_at + d),
+                }
                 self.changed.notify_one();
             }
         }
@@ -366,6 +373,9 @@ impl Holds {
     /// A partial unlock reset the key's TTL to a fixed lease at `sent_at`.
     pub(crate) fn lease_reset(&self, ticket: &Ticket, lease: Lease, sent_at: Instant) {
         if let Lease::Fixed(d) = lease {
+            if ticket.raw.keeps_first_lease() {
+                return; // the holds left keep their own leases
+            }
             let _table = self.table.lock();
             if ticket.is_registered() {
                 ticket.lease_deadline.set(sent_at + d);

@@ -310,7 +310,8 @@ impl Core {
         {
             return None;
         }
-        self.handoffs.offer(&unlock.key, self.hub.is_connected())
+        self.handoffs
+            .offer(&unlock.key, unlock.raw, self.hub.is_connected())
     }
 }
 

@@ -303,7 +303,11 @@ impl Lock {
     /// [`Error::WrongType`] if the key holds something else.
     pub async fn is_locked(&self) -> Result<bool> {
         self.check()?;
-        match self.shared.core.protocol.key_kind(&self.key).await {
+        let protocol = &self.shared.core.protocol;
+        if let Some(query) = self.raw.is_locked(protocol, &self.key) {
+            return query.await.map_err(|e| Error::from_redis(&self.name, e));
+        }
+        match protocol.key_kind(&self.key).await {
             Ok(KeyKind::Absent) => Ok(false),
             Ok(KeyKind::Hash) => Ok(true),
             Ok(KeyKind::Other) => Err(Error::WrongType {
@@ -342,7 +346,7 @@ impl Lock {
         self.shared
             .core
             .protocol
-            .hold_count(&self.key, &field)
+            .hold_count(&self.key, &self.raw.hash_field(&field))
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }

@@ -7,3 +7,4 @@ pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod lock;
 pub(crate) mod multi;
+pub(crate) mod read_write;

@@ -8,13 +8,17 @@
 //! hands its `&'static Kind` to the engine; the acquire loop, renewal and release stay
 //! as they are (`fenced.rs` is such a kind; `sketches.rs` checks the spin and fair kinds' needs).
 //! [`protocol`] is what every kind's scripts go through; [`rlock::RLOCK`] is Redisson's
-//! `RLock`, [`fenced::FENCED`] its `RFencedLock`.
+//! `RLock`, [`fenced::FENCED`] its `RFencedLock`, [`read_write`] the two halves of its
+//! `RReadWriteLock`.
 
 pub(crate) mod fenced;
 pub(crate) mod protocol;
+pub(crate) mod read_write;
 pub(crate) mod rlock;
 #[cfg(test)]
 mod sketches;
+
+use std::borrow::Cow;
 
 use redis::RedisResult;
 
@@ -119,6 +123,35 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// lock must never let a local waiter jump its queue).
     fn hands_off(&self) -> bool;
 
+    /// Whether several owners may hold the lock at once (a read lock): another owner of this
+    /// client holding it is then no reason for a waiter to wait for that owner's unlock.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// The hash field an owner's holds are counted in, given its owner field
+    /// (`<client-uuid>:<owner>`): the owner field itself, or a writer's `<field>:write`.
+    fn hash_field<'a>(&self, field: &'a str) -> Cow<'a, str> {
+        Cow::Borrowed(field)
+    }
+
+    /// Whether each hold's lease runs from its own acquire, so that a later hold or a partial
+    /// release of the same owner does not extend the earlier holds' (a read lock's per-hold
+    /// timeout keys). The registry then keeps the earliest lease deadline.
+    fn keeps_first_lease(&self) -> bool {
+        false
+    }
+
+    /// Whether the lock is held, for kinds that say so otherwise than by the key existing as
+    /// a hash (a read-write lock's halves); `None`: the key's existence answers.
+    fn is_locked<'a>(
+        &'a self,
+        _protocol: &'a Protocol,
+        _key: &'a str,
+    ) -> Option<BoxFuture<'a, RedisResult<bool>>> {
+        None
+    }
+
     /// One acquire attempt, idempotent per `args.latch`. The future owns what it needs, so a
     /// cancelled caller can hand it to the background task.
     fn acquire(
@@ -136,12 +169,15 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
 
     /// The unlock in one write with a waiter's acquire and a count of the channel's listeners
     /// (local hand-off; only asked of kinds that [`hand off`](RawLock::hands_off)).
+    /// Never asked of a kind that does not [`hand off`](RawLock::hands_off).
     fn unlock_handing_off<'a>(
         &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-        then_acquire: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>>;
+        _protocol: &'a Protocol,
+        _args: UnlockArgs<'a>,
+        _then_acquire: Option<AcquireArgs<'a>>,
+    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
+        unreachable!("a local hand-off is never asked of a kind that does not hand off")
+    }
 
     /// Deletes `key` whoever holds it and tells its waiters. `true` if it existed.
     fn force_unlock<'a>(

@@ -91,7 +91,7 @@ async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
 
 /// A release no replica acknowledged is done at the master; a failover could bring the hold
 /// back, to end with its lease (nothing renews it).
-fn warn_unsynced(synced: Synced, key: &str, what: &str) {
+pub(super) fn warn_unsynced(synced: Synced, key: &str, what: &str) {
     if let Synced::No { replicas } = synced {
         tracing::warn!(
             lock = key,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::protocol::{AcquireArgs, Attempt, Call, Pipelined, Protocol, Release, UnlockArgs};
+use super::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, UnlockArgs};
 use super::rlock::RLOCK;
 use super::{Kind, RawLock, Waiting};
 use crate::engine::acquire::{Granted, Target};
@@ -60,15 +60,6 @@ macro_rules! rlock_but {
                 args: UnlockArgs<'a>,
             ) -> BoxFuture<'a, RedisResult<Release>> {
                 RLOCK.unlock(protocol, args)
-            }
-
-            fn unlock_handing_off<'a>(
-                &'a self,
-                _: &'a Protocol,
-                _: UnlockArgs<'a>,
-                _: Option<AcquireArgs<'a>>,
-            ) -> BoxFuture<'a, RedisResult<Pipelined>> {
-                unreachable!("never asked of a kind that does not hand off")
             }
 
             fn force_unlock<'a>(

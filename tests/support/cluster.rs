@@ -406,6 +406,25 @@ impl RedisCluster {
         self.wait_healthy();
     }
 
+    /// Subscribers of `channel`: `PUBSUB SHARDNUMSUB` at `key`'s master (sharded), or
+    /// `NUMSUB` summed over the running nodes (classic: subscribers may sit on any node, replicas
+    /// too, since a `PUBLISH` reaches them all).
+    pub fn listeners(&self, key: &str, channel: &str, sharded: bool) -> i64 {
+        let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+        let nodes: Vec<&Node> = if sharded {
+            vec![self.master_of(key)]
+        } else {
+            self.nodes.iter().filter(|n| n.is_running()).collect()
+        };
+        nodes
+            .iter()
+            .map(|node| {
+                let (_, n): (String, i64) = node.cmd(&["PUBSUB", sub, channel]).unwrap();
+                n
+            })
+            .sum()
+    }
+
     /// Per node port: how often `command` ran there (`INFO commandstats`).
     pub fn command_calls(&self, command: &str) -> HashMap<u16, u64> {
         let field = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());

@@ -352,6 +352,21 @@ impl JavaAgent {
         self.call("multiUnlock", "", thread, extra).await.map(drop)
     }
 
+    /// An RLock command (`lock`, `tryLock`, `unlock`, `isLocked`, `getHoldCount`,
+    /// `forceUnlock`, with `extra` as for the RLock helpers above) on one half (`"read"` or
+    /// `"write"`) of `getReadWriteLock(lock)`.
+    pub async fn rw(
+        &self,
+        half: &str,
+        op: &str,
+        lock: &str,
+        thread: &str,
+        mut extra: Value,
+    ) -> Result<Value, JavaError> {
+        extra["half"] = half.into();
+        self.call(op, lock, thread, extra).await
+    }
+
     /// `remainTimeToLive()` in ms (-2 absent, -1 no TTL).
     pub async fn remain_ttl(&self, lock: &str, thread: &str) -> Result<i64, JavaError> {
         self.call("remainTimeToLive", lock, thread, json!({}))

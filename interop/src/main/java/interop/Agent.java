@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
 import org.redisson.api.RFencedLock;
+import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -222,7 +223,7 @@ public final class Agent {
         if (op.startsWith("multi")) {
             return runMulti(op, cmd);
         }
-        RLock lock = client.getLock(str(cmd, "lock"));
+        RLock lock = lockOf(cmd);
         switch (op) {
             case "lock":
                 if (cmd.get("leaseMs") != null) {
@@ -251,6 +252,25 @@ public final class Agent {
                 return lock.remainTimeToLive();
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** The RLock the RLock commands run on: getLock(lock), or with "half" ("read", "write")
+     *  that half of getReadWriteLock(lock). */
+    private static RLock lockOf(Map<String, Object> cmd) {
+        String name = str(cmd, "lock");
+        Object half = cmd.get("half");
+        if (half == null) {
+            return client.getLock(name);
+        }
+        RReadWriteLock rw = client.getReadWriteLock(name);
+        switch (half.toString()) {
+            case "read":
+                return rw.readLock();
+            case "write":
+                return rw.writeLock();
+            default:
+                throw new IllegalArgumentException("unknown half: " + half);
         }
     }
 
