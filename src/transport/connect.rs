@@ -56,7 +56,14 @@ pub(crate) async fn open(config: &Config) -> Result<Connection> {
         .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
     let conn = client.get_async_connection().await.map_err(connect_error)?;
     let replicas = ClusterReplicas::start(conn.clone()).await;
-    Ok(Connection::Cluster(conn, replicas))
+    let direct = super::direct::Direct::start(
+        conn.clone(),
+        config.connection_info()?,
+        config.connect_timeout(),
+        config.response_timeout(),
+    )
+    .await;
+    Ok(Connection::Cluster(conn, replicas, direct))
 }
 
 /// The publish mode this deployment gets (see [`PublishMode::Auto`]), refusing a forced

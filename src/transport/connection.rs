@@ -5,7 +5,7 @@
 //! pipeline of one key's commands to that key's node ([`Connection::pipeline_for`]). A
 //! standalone server is a `ConnectionManager`; a cluster is redis-rs's async cluster
 //! connection, which routes each script by its first key to that slot's master and follows
-//! `MOVED` and `ASK`; a Sentinel-watched master is the current master's connection, switched
+//! `MOVED` and `ASK` (script calls take a direct lane to their master first: [`super::direct`]); a Sentinel-watched master is the current master's connection, switched
 //! when the sentinels name another ([`SentinelConnection`]).
 
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -15,6 +15,7 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use std::sync::Arc;
 
+use super::direct::Direct;
 use super::replicas::ClusterReplicas;
 use super::sentinel::SentinelConnection;
 use super::slots::{self, Grouping, SlotMap};
@@ -24,9 +25,9 @@ use super::slots::{self, Grouping, SlotMap};
 pub(crate) enum Connection {
     /// One server (reconnects by itself).
     Standalone(ConnectionManager),
-    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, and its
-    /// masters' replica counts.
-    Cluster(ClusterConnection, Arc<ClusterReplicas>),
+    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, its masters'
+    /// replica counts, and the direct lane script calls take to their master.
+    Cluster(ClusterConnection, Arc<ClusterReplicas>, Arc<Direct>),
     /// The master Redis Sentinel names, followed through failovers.
     Sentinel(SentinelConnection),
 }
@@ -56,7 +57,7 @@ impl Connection {
     pub(crate) fn replicas_for(&self, key: &str) -> Option<u32> {
         match self {
             Connection::Sentinel(conn) => Some(conn.replicas()),
-            Connection::Cluster(_, replicas) => replicas.of_key(key),
+            Connection::Cluster(_, replicas, _) => replicas.of_key(key),
             Connection::Standalone(_) => None,
         }
     }
@@ -64,7 +65,7 @@ impl Connection {
     /// The replicas connected to the cluster master at `node`, if known.
     pub(crate) fn replicas_of_node(&self, node: &(String, u16)) -> Option<u32> {
         match self {
-            Connection::Cluster(_, replicas) => replicas.of_node(node),
+            Connection::Cluster(_, replicas, _) => replicas.of_node(node),
             Connection::Sentinel(conn) => Some(conn.replicas()),
             Connection::Standalone(_) => None,
         }
@@ -75,7 +76,7 @@ impl Connection {
     pub(crate) fn acked(&self, key: &str, acks: u32) {
         match self {
             Connection::Sentinel(conn) => conn.acked(acks),
-            Connection::Cluster(_, replicas) => replicas.acked(key, acks),
+            Connection::Cluster(_, replicas, _) => replicas.acked(key, acks),
             Connection::Standalone(_) => {}
         }
     }
@@ -97,7 +98,7 @@ impl Connection {
         let reply = match self {
             Connection::Standalone(conn) => cmd.query_async(conn).await?,
             Connection::Sentinel(conn) => cmd.query_async(conn).await?,
-            Connection::Cluster(conn, _) => {
+            Connection::Cluster(conn, ..) => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
                 conn.route_command(cmd.clone(), routing).await?
             }
@@ -107,7 +108,7 @@ impl Connection {
 
     /// The cluster's slot map (`CLUSTER SLOTS` from any node); empty on a standalone server.
     pub(crate) async fn slot_map(&mut self) -> RedisResult<SlotMap> {
-        let Connection::Cluster(conn, _) = self else {
+        let Connection::Cluster(conn, ..) = self else {
             return Ok(SlotMap::default());
         };
         cluster_slot_map(conn).await
@@ -125,7 +126,7 @@ impl Connection {
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
             Connection::Sentinel(conn) => conn.req_packed_commands(&pipe, 0, count).await?,
-            Connection::Cluster(conn, _) => {
+            Connection::Cluster(conn, ..) => {
                 let route = SingleNodeRoutingInfo::ByAddress {
                     host: host.to_string(),
                     port,
@@ -147,7 +148,7 @@ impl Connection {
         let replies = match self {
             Connection::Standalone(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
             Connection::Sentinel(conn) => conn.req_packed_commands(pipe, 0, pipe.len()).await?,
-            Connection::Cluster(conn, _) => {
+            Connection::Cluster(conn, ..) => {
                 // redis-rs would route a pipeline by its first keyed command, and refuse one
                 // whose keyless `PUBSUB` it routes elsewhere: name the node.
                 let route = Route::new(slots::slot_of(key), SlotAddr::Master);
@@ -192,7 +193,9 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn, _) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn, _, direct) => {
+                Box::pin(super::direct::send(direct, conn, cmd))
+            }
             Connection::Sentinel(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -205,7 +208,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(cmd, offset, count),
-            Connection::Cluster(conn, _) => conn.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(conn, ..) => conn.req_packed_commands(cmd, offset, count),
             Connection::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }

@@ -5,6 +5,7 @@
 
 pub(crate) mod connect;
 mod connection;
+mod direct;
 pub(crate) mod pubsub;
 pub(crate) mod replicas;
 pub(crate) mod sentinel;

@@ -257,7 +257,12 @@ where
                             }
                             Err(err) => {
                                 eprintln!("{section}: unlock {key} failed: {err}");
+                                // A failed unlock after which the thread no longer holds the
+                                // lock told it the lock was gone (as for a Rust holder's
+                                // failed unlock): its section may have outlived its lease.
                                 if agent.is_held_by_thread(key, &thread).await == Ok(false) {
+                                    eprintln!("{section}: told the lock on {key} was lost");
+                                    FleetStats::mark(&stats.told, &section);
                                     break;
                                 }
                                 tokio::time::sleep(Duration::from_millis(50)).await;
