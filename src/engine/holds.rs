@@ -310,11 +310,10 @@ impl Holds {
             }
             Lease::Fixed(d) => {
                 let earlier = node.lease_holds.fetch_add(1, Relaxed) > 0;
-                match node.lease_deadline.get() {
-                    // The earlier holds' leases run on (see `RawLock::keeps_first_lease`).
-                    Some(_) if earlier && raw.keeps_first_lease() => {}
-                    // Every acquire resets the TTL to its own lease.
-                    _ => node.lease_deadline.set(sent_at + d),
+                // Every acquire resets the TTL to its own lease, unless the earlier holds'
+                // leases run on (see `RawLock::keeps_first_lease`).
+                if !(earlier && raw.keeps_first_lease()) {
+                    node.lease_deadline.set(sent_at + d);
                 }
                 self.changed.notify_one();
             }

@@ -169,7 +169,6 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
 
     /// The unlock in one write with a waiter's acquire and a count of the channel's listeners
     /// (local hand-off; only asked of kinds that [`hand off`](RawLock::hands_off)).
-    /// Never asked of a kind that does not [`hand off`](RawLock::hands_off).
     fn unlock_handing_off<'a>(
         &'a self,
         _protocol: &'a Protocol,

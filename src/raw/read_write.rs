@@ -12,11 +12,11 @@
 
 use std::borrow::Cow;
 
-use redis::{Cmd, FromRedisValue, RedisResult, Value};
+use redis::{Cmd, RedisResult, Value};
 
 use super::protocol::{
-    acquire_latch_ttl, evalsha, invoke, invoke_synced, AcquireArgs, Attempt, Call, Lua, Protocol,
-    Release, UnlockArgs, LATCH_TTL_MS,
+    acquire_latch_ttl, evalsha, invoke, AcquireArgs, Attempt, Call, Lua, Protocol, Release,
+    UnlockArgs, LATCH_TTL_MS,
 };
 use super::rlock::{self, AcquireScript, RLOCK};
 use crate::engine::BoxFuture;
@@ -48,23 +48,16 @@ fn tag_prefix(key: &str) -> String {
     prefix
 }
 
-/// `nil` acquired, else the PTTL (both halves' acquire scripts answer so).
-fn acquired(reply: Value) -> RedisResult<Attempt> {
-    Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
-        reply,
-    )?))
-}
-
 static READ: AcquireScript = AcquireScript {
     lua: &READ_ACQUIRE,
     cmd: read_acquire_cmd,
-    reply: acquired,
+    reply: rlock::nil_or_pttl,
 };
 
 static WRITE: AcquireScript = AcquireScript {
     lua: &WRITE_ACQUIRE,
     cmd: write_acquire_cmd,
-    reply: acquired,
+    reply: rlock::nil_or_pttl,
 };
 
 /// `EVALSHA read_acquire 3 key latch timeout_prefix lease field write_field latch_ttl`.
@@ -94,14 +87,6 @@ fn write_acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     cmd
 }
 
-/// Sends an unlock script's `cmd` for `key` and reads its `nil`/`0`/`1` answer.
-async fn release(p: &Protocol, script: &Lua, cmd: Cmd, key: &str) -> RedisResult<Release> {
-    let mut conn = p.connection().clone();
-    let (reply, synced) = invoke_synced(script, &cmd, key, p.wait_for(key), &mut conn).await?;
-    rlock::warn_unsynced(synced, key, "unlock");
-    Ok(Release::from_reply(reply))
-}
-
 /// `EVALSHA rw_force_unlock 2 key channel mode message publish`.
 async fn force_unlock(p: &Protocol, key: &str, mode: &str, message: &str) -> RedisResult<bool> {
     let mut cmd = evalsha(&FORCE_UNLOCK, 2, 5, 2 * key.len() + 48);
@@ -110,11 +95,7 @@ async fn force_unlock(p: &Protocol, key: &str, mode: &str, message: &str) -> Red
         .arg(mode)
         .arg(message)
         .arg(p.publish_command());
-    let mut conn = p.connection().clone();
-    let (deleted, synced): (i64, _) =
-        invoke_synced(&FORCE_UNLOCK, &cmd, key, p.wait_for(key), &mut conn).await?;
-    rlock::warn_unsynced(synced, key, "forced unlock");
-    Ok(deleted == 1)
+    rlock::forced(p, &FORCE_UNLOCK, cmd, key).await
 }
 
 /// The read half (Redisson `RReadLock`).
@@ -187,7 +168,7 @@ impl super::RawLock for ReadHalf {
             .arg(field)
             .arg(protocol.publish_command())
             .arg(LATCH_TTL_MS);
-        Box::pin(release(protocol, &READ_UNLOCK, cmd, key))
+        Box::pin(rlock::release(protocol, &READ_UNLOCK, cmd, key))
     }
 
     fn force_unlock<'a>(
@@ -284,7 +265,7 @@ impl super::RawLock for WriteHalf {
             .arg(write_field(field))
             .arg(protocol.publish_command())
             .arg(LATCH_TTL_MS);
-        Box::pin(release(protocol, &WRITE_UNLOCK, cmd, key))
+        Box::pin(rlock::release(protocol, &WRITE_UNLOCK, cmd, key))
     }
 
     fn force_unlock<'a>(

@@ -31,12 +31,16 @@ pub(crate) struct AcquireScript {
 static RLOCK_ACQUIRE: AcquireScript = AcquireScript {
     lua: &ACQUIRE,
     cmd: acquire_cmd,
-    reply: |reply| {
-        Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
-            reply,
-        )?))
-    },
+    reply: nil_or_pttl,
 };
+
+/// The reply of the acquire scripts that answer `nil` when acquired, else the PTTL (RLock's,
+/// and both halves of the read-write lock).
+pub(super) fn nil_or_pttl(reply: Value) -> RedisResult<Attempt> {
+    Ok(Attempt::from_reply(FromRedisValue::from_redis_value(
+        reply,
+    )?))
+}
 
 /// `EVALSHA acquire 2 key latch lease_ms field latch_ttl`.
 fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
@@ -81,17 +85,36 @@ pub(crate) fn acquire(
 /// Releases one hold of `key` by `field`, idempotently per `latch` (re-sending the same
 /// latch after a lost reply returns the first answer without releasing twice).
 async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
-    let cmd = unlock_cmd(p, unlock);
+    release(p, &UNLOCK, unlock_cmd(p, unlock), unlock.key).await
+}
+
+/// Sends an unlock script's call `cmd` for `key` (with its `WAIT`, if any) and reads its
+/// `nil`/`0`/`1` answer: every kind's unlock ends here.
+pub(super) async fn release(
+    p: &Protocol,
+    script: &Lua,
+    cmd: Cmd,
+    key: &str,
+) -> RedisResult<Release> {
     let mut conn = p.conn.clone();
-    let (reply, synced) =
-        invoke_synced(&UNLOCK, &cmd, unlock.key, p.wait_for(unlock.key), &mut conn).await?;
-    warn_unsynced(synced, unlock.key, "unlock");
+    let (reply, synced) = invoke_synced(script, &cmd, key, p.wait_for(key), &mut conn).await?;
+    warn_unsynced(synced, key, "unlock");
     Ok(Release::from_reply(reply))
+}
+
+/// Sends a forced unlock's call `cmd` for `key` (with its `WAIT`, if any): `true` if it deleted
+/// the lock.
+pub(super) async fn forced(p: &Protocol, script: &Lua, cmd: Cmd, key: &str) -> RedisResult<bool> {
+    let mut conn = p.conn.clone();
+    let (deleted, synced): (i64, _) =
+        invoke_synced(script, &cmd, key, p.wait_for(key), &mut conn).await?;
+    warn_unsynced(synced, key, "forced unlock");
+    Ok(deleted == 1)
 }
 
 /// A release no replica acknowledged is done at the master; a failover could bring the hold
 /// back, to end with its lease (nothing renews it).
-pub(super) fn warn_unsynced(synced: Synced, key: &str, what: &str) {
+fn warn_unsynced(synced: Synced, key: &str, what: &str) {
     if let Synced::No { replicas } = synced {
         tracing::warn!(
             lock = key,
@@ -170,11 +193,7 @@ pub(crate) async fn unlock_and_count(
 async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<bool> {
     let mut cmd = evalsha(&FORCE_UNLOCK, 2, 4, key.len() + channel.len() + 16);
     cmd.arg(key).arg(channel).arg(UNLOCK_MESSAGE).arg(p.publish);
-    let mut conn = p.conn.clone();
-    let (deleted, synced): (i64, _) =
-        invoke_synced(&FORCE_UNLOCK, &cmd, key, p.wait_for(key), &mut conn).await?;
-    warn_unsynced(synced, key, "forced unlock");
-    Ok(deleted == 1)
+    forced(p, &FORCE_UNLOCK, cmd, key).await
 }
 
 /// `EVALSHA renew n key1..keyn lease field1..fieldn`: extends each `(key, field)` still held

@@ -56,13 +56,14 @@ pub(crate) async fn open(config: &Config) -> Result<Connection> {
         .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
     let conn = client.get_async_connection().await.map_err(connect_error)?;
     let replicas = ClusterReplicas::start(conn.clone()).await;
-    let direct = super::direct::Direct::start(
+    // (The lane starts from the slot map the replica count was just made with.)
+    let direct = super::direct::Direct::new(
         conn.clone(),
+        replicas.slot_map(),
         config.connection_info()?,
         config.connect_timeout(),
         config.response_timeout(),
-    )
-    .await;
+    );
     Ok(Connection::Cluster(conn, replicas, direct))
 }
 

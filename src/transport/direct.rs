@@ -55,10 +55,11 @@ enum Link {
 }
 
 impl Direct {
-    /// The lane over `cluster`'s masters, `base` giving login and TLS. Reads the slot map
-    /// first (a failure leaves the lane empty until the next read).
-    pub(crate) async fn start(
+    /// The lane over `cluster`'s masters, chosen by `slots` (the map read at connect; a key
+    /// whose slot it does not know has it read again), `base` giving login and TLS.
+    pub(crate) fn new(
         cluster: ClusterConnection,
+        slots: SlotMap,
         base: redis::ConnectionInfo,
         connect_timeout: Duration,
         response_timeout: Duration,
@@ -66,22 +67,28 @@ impl Direct {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(Some(response_timeout));
-        let direct = Arc::new(Direct {
+        Arc::new(Direct {
             base,
             config,
             cluster,
-            state: Mutex::new(State::default()),
-        });
-        direct.state.lock().reading = true;
-        direct.clone().read_slots().await;
-        direct
+            state: Mutex::new(State {
+                slots,
+                read_at: Some(Instant::now()),
+                ..State::default()
+            }),
+        })
     }
 
     /// The link a script call `cmd` may take: its first key's master's, if open.
     pub(crate) fn route(self: &Arc<Self>, cmd: &Cmd) -> Option<MultiplexedConnection> {
         let key = script_key(cmd)?;
         let mut state = self.state.lock();
-        let master = state.slots.master_of(key)?.clone();
+        let Some(master) = state.slots.master_of(key).cloned() else {
+            // A slot the map does not know (no map read yet, or mid-failover): read it again.
+            drop(state);
+            self.reread();
+            return None;
+        };
         match state.links.get(&master) {
             Some(Link::Ready(conn)) => return Some(conn.clone()),
             Some(Link::Opening) => return None,

@@ -38,6 +38,11 @@ impl ClusterReplicas {
         replicas
     }
 
+    /// The slot map the last count was made with (empty if none was read).
+    pub(crate) fn slot_map(&self) -> SlotMap {
+        self.counts.read().0.clone()
+    }
+
     /// The replicas of the master serving `key`, if known.
     pub(crate) fn of_key(&self, key: &str) -> Option<u32> {
         let counts = self.counts.read();
