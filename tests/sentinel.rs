@@ -332,6 +332,81 @@ async fn without_replica_acknowledgement_acquires_are_undone_and_holders_told() 
     client.shutdown().await;
 }
 
+/// A replica restarted without its data does a full resync, and until it is online it can
+/// acknowledge nothing (`WAIT` answers 0) and holds none of the data: it is not waited for.
+/// Acquires keep working, a holder renewing through the resync is not told anything, and once
+/// the replica is online lock writes wait for it again. (Counting `connected_slaves`, which
+/// lists a syncing replica, undid every acquire and lost the holder.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_in_full_resync_is_not_waited_for() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let lease = Duration::from_secs(3);
+    let client = client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let held = client.lock("s-resync-held").lock().await.unwrap();
+    // The master holds the full sync back for 8 s: the test's acquires fall inside it.
+    let saved = tokio::task::spawn_blocking(|| {
+        sentinel::get().restart_replica_empty(Duration::from_secs(8))
+    })
+    .await
+    .unwrap();
+    let syncing = || {
+        let states = sentinel::replica_states(sentinel::get().master());
+        !states.is_empty() && states.iter().all(|s| s != "online")
+    };
+    let started = Instant::now();
+    for round in 0..3 {
+        let guard = client
+            .lock("s-resync")
+            .try_lock()
+            .await
+            .unwrap_or_else(|err| panic!("acquire {round} during the resync: {err}"))
+            .expect("the lock is free");
+        guard.unlock().await.unwrap();
+    }
+    // Renewals through the resync (a third of the lease each): at least two more.
+    tokio::time::sleep(lease).await;
+    assert!(
+        syncing(),
+        "the replica was still syncing after the acquires and a lease of renewals ({:?})",
+        started.elapsed()
+    );
+    assert!(!held.is_lost(), "the holder was not told anything");
+
+    let online = support::eventually(Duration::from_secs(30), || {
+        sentinel::get()
+            .master()
+            .info_field("replication", "connected_slaves")
+            .is_some()
+            && sentinel::replica_states(sentinel::get().master()) == ["online"]
+    })
+    .await;
+    assert!(online, "the replica finished its resync");
+    // Counted again within the topology's recount interval: writes wait for it again.
+    let mut waits = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while waits == 0 && Instant::now() < deadline {
+        let before = wait_calls(sentinel::get().master());
+        let guard = client.lock("s-resync").lock().await.unwrap();
+        guard.unlock().await.unwrap();
+        waits = wait_calls(sentinel::get().master()) - before;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        waits, 2,
+        "an acquire and an unlock WAIT for the online replica again"
+    );
+    assert!(!held.is_lost());
+    held.unlock().await.unwrap();
+    client.shutdown().await;
+    tokio::task::spawn_blocking(move || {
+        let group = sentinel::get();
+        group.restore_settings(&saved);
+        group.wait_healthy();
+    })
+    .await
+    .unwrap();
+}
+
 /// SIGSTOP of the master, as a network partition would isolate it: the sentinels promote its
 /// replica while the old master, frozen, still believes it is the master. The waiter moves to
 /// the new master before the old one could tell it anything (it is frozen), the holder keeps

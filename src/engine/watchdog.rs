@@ -165,8 +165,8 @@ impl Watchdog {
                     let mut unsynced = None;
                     if let (Some(wait), Ok(replies)) = (wait, &mut replies) {
                         let acks = take_acks(replies);
-                        conn.acked(&first_key, acks);
-                        unsynced = (acks == 0).then_some(wait.replicas);
+                        let replicated = conn.replicated(&first_key, acks).await;
+                        unsynced = (!replicated).then_some(wait.replicas);
                     }
                     ((host, port), members, sent_at, replies, unsynced)
                 }));

@@ -298,13 +298,12 @@ pub(super) async fn invoke_synced<T: FromRedisValue>(
         }
         None => 0,
     };
-    conn.acked(key, acks);
-    let synced = if acks == 0 {
+    let synced = if conn.replicated(key, acks).await {
+        Synced::Yes
+    } else {
         Synced::No {
             replicas: wait.replicas,
         }
-    } else {
-        Synced::Yes
     };
     Ok((reply, synced))
 }

@@ -71,13 +71,26 @@ impl Connection {
         }
     }
 
-    /// A `WAIT` after a write to `key` was answered by `acks` replicas (a count that differs
-    /// from the one known is read again).
-    pub(crate) fn acked(&self, key: &str, acks: u32) {
+    /// Whether a write to `key` that `WAIT`ed for its master's replicas was acknowledged:
+    /// by `acks` of them. None is still enough when the master, counted again at once, has no
+    /// replica that can acknowledge (one went away or is in a full resync since the last
+    /// count): there was nothing to wait for, as a fresh count would have sent no `WAIT`. A
+    /// count that differs from the one known is read again.
+    pub(crate) async fn replicated(&mut self, key: &str, acks: u32) -> bool {
         match self {
-            Connection::Sentinel(conn) => conn.acked(acks),
-            Connection::Cluster(_, replicas, _) => replicas.acked(key, acks),
-            Connection::Standalone(_) => {}
+            Connection::Sentinel(conn) if acks == 0 => conn.recount_now().await == Some(0),
+            Connection::Sentinel(conn) => {
+                conn.acked(acks);
+                true
+            }
+            Connection::Cluster(cluster, replicas, _) if acks == 0 => {
+                replicas.recount_now(cluster, key).await == Some(0)
+            }
+            Connection::Cluster(_, replicas, _) => {
+                replicas.acked(key, acks);
+                true
+            }
+            Connection::Standalone(_) => true,
         }
     }
 

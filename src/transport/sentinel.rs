@@ -30,6 +30,9 @@ use crate::transport::node_info;
 
 /// How often the sentinels are asked where the master is (Redisson's `scanInterval`).
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the master's replicas are counted again without a reason (a replica that came
+/// back, or finished its full resync, is waited for again within this).
+const RECOUNT_INTERVAL: Duration = Duration::from_secs(5);
 /// The channel sentinels announce a new master on: `<name> <old-ip> <old-port> <ip> <port>`.
 const SWITCH_MASTER: &str = "+switch-master";
 
@@ -111,6 +114,21 @@ impl SentinelConnection {
     pub(crate) fn acked(&self, acks: u32) {
         if acks != self.replicas() {
             self.shared.recount.notify_one();
+        }
+    }
+
+    /// Counts the current master's replicas again now (after a `WAIT` no replica answered:
+    /// one may have gone, or be in a full resync), and keeps the count.
+    pub(crate) async fn recount_now(&mut self) -> Option<u32> {
+        match count_replicas(self.current()).await {
+            Ok(n) => {
+                self.shared.replicas.store(n, Ordering::Release);
+                Some(n)
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "counting replicas failed");
+                None
+            }
         }
     }
 
@@ -261,13 +279,14 @@ impl Sentinels {
     }
 }
 
-/// `connected_slaves` of the master's `INFO replication`.
+/// The master's replicas that can acknowledge a write (`INFO replication`, see
+/// [`online_replicas`](crate::transport::replicas::online_replicas)).
 async fn count_replicas(conn: &mut ConnectionManager) -> redis::RedisResult<u32> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
         .await?;
-    Ok(crate::transport::replicas::connected_replicas(&info))
+    Ok(crate::transport::replicas::online_replicas(&info))
 }
 
 /// A sentinel connection subscribed to `+switch-master`, and its pushes.
@@ -280,6 +299,8 @@ type Switches = (
 async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
     let mut scan = tokio::time::interval(SCAN_INTERVAL);
     scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut recount = tokio::time::interval(RECOUNT_INTERVAL);
+    recount.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut turn = 0;
     let mut switches: Option<Switches> = None;
     loop {
@@ -299,7 +320,12 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
         tokio::select! {
             _ = scan.tick() => {}
             _ = strong.suspect.notified() => {}
-            _ = strong.recount.notified() => {
+            _ = async {
+                tokio::select! {
+                    _ = strong.recount.notified() => {}
+                    _ = recount.tick() => {}
+                }
+            } => {
                 let mut conn = strong.current.read().0.clone();
                 match count_replicas(&mut conn).await {
                     Ok(n) => strong.replicas.store(n, Ordering::Release),

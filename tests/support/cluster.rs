@@ -68,6 +68,19 @@ impl Node {
         }
     }
 
+    /// kill -9 of its process, then starts it again with nothing on disk (a new node, or one
+    /// whose disk was lost), with `args` after the common ones.
+    pub fn restart_empty(&mut self, args: Vec<String>) {
+        self.kill();
+        for entry in std::fs::read_dir(&self.dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".rdb") || name.starts_with("appendonly") {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        spawn_node(self, args);
+    }
+
     /// Sends `signal` (`libc::SIGSTOP`, `SIGCONT`) to its process.
     pub fn signal(&self, signal: i32) {
         let pid = self.child.as_ref().expect("a running node").id();

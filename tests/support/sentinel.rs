@@ -197,6 +197,53 @@ impl SentinelGroup {
         self.wait_healthy();
     }
 
+    /// Restarts the replica without its data, so that it does a full resync, with the master
+    /// holding the sync back for `delay` (diskless sync's delay, as a master waits for more
+    /// replicas before it streams). Returns once the master lists the replica as syncing (not
+    /// `state=online`), with the master's settings to put back with
+    /// [`SentinelGroup::restore_settings`].
+    pub fn restart_replica_empty(&mut self, delay: Duration) -> Vec<(String, String)> {
+        let master = self.master().port;
+        let mut saved = Vec::new();
+        for (field, value) in [
+            ("repl-diskless-sync", "yes".to_string()),
+            (
+                "repl-diskless-sync-delay",
+                delay.as_secs().max(1).to_string(),
+            ),
+        ] {
+            let (_, was): (String, String) =
+                self.node(master).cmd(&["CONFIG", "GET", field]).unwrap();
+            saved.push((field.to_string(), was));
+            let _: String = self
+                .node(master)
+                .cmd(&["CONFIG", "SET", field, &value])
+                .unwrap();
+        }
+        let replica = self.data.iter().position(|n| n.port != master).unwrap();
+        let args = ["--replicaof", "127.0.0.1", &master.to_string()]
+            .map(String::from)
+            .to_vec();
+        self.data[replica].restart_empty(args);
+        wait_for(
+            "the replica to start its full resync",
+            Duration::from_secs(10),
+            || {
+                let states = replica_states(self.node(master));
+                states == ["wait_bgsave"] || states == ["send_bulk"]
+            },
+        );
+        saved
+    }
+
+    /// Sets the master's configuration `settings` (as saved by
+    /// [`SentinelGroup::restart_replica_empty`]).
+    pub fn restore_settings(&self, settings: &[(String, String)]) {
+        for (field, value) in settings {
+            let _: String = self.master().cmd(&["CONFIG", "SET", field, value]).unwrap();
+        }
+    }
+
     /// The node at `port`.
     pub fn node(&self, port: u16) -> &Node {
         self.data
@@ -247,6 +294,19 @@ fn master_fields(sentinel: &Node) -> std::collections::HashMap<String, String> {
         .filter_map(|kv| match kv {
             [k, v] => Some((k.clone(), v.clone())),
             _ => None,
+        })
+        .collect()
+}
+
+/// The `state=` of each replica the master at `node` lists (`online`, `wait_bgsave`,
+/// `send_bulk`, ...).
+pub fn replica_states(node: &Node) -> Vec<String> {
+    let info: String = node.cmd(&["INFO", "replication"]).unwrap_or_default();
+    info.lines()
+        .filter(|l| l.starts_with("slave") && l.contains("state="))
+        .filter_map(|l| {
+            let state = l.split(',').find_map(|f| f.strip_prefix("state="))?;
+            Some(state.trim().to_string())
         })
         .collect()
 }
