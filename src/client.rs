@@ -135,7 +135,7 @@ impl LockClient {
     /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
     pub async fn with_config(config: Config) -> Result<LockClient> {
         config.validate()?;
-        let mut conn = connect::open(&config).await?;
+        let mut conn = connect::open(&config, None).await?;
         let mode = connect::publish_mode(&mut conn, &config).await?;
         connect::require_replica_sync(&mut conn, &config).await?;
         let cluster = conn.is_cluster();
@@ -288,7 +288,6 @@ impl LockClient {
     }
 }
 
-/// The command connection: reconnects by itself, a few quick retries, the configured timeouts.
 /// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
 /// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
 /// long computation) must not stall renewal, or its locks would expire under it. (Redisson
@@ -296,6 +295,8 @@ impl LockClient {
 async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();
+    // (Its own connections, the client's view of the cluster.)
+    let topology = core.protocol.connection().topology().cloned();
     let (ready, connected) = oneshot::channel();
     std::thread::Builder::new()
         .name("redisson-lock-watchdog".into())
@@ -311,7 +312,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                 }
             };
             runtime.block_on(async move {
-                match connect::open(&config).await {
+                match connect::open(&config, topology.as_ref()).await {
                     Ok(conn) => {
                         let watchdog = Watchdog {
                             protocol: Protocol::new(conn, publish, config.replica_sync()),

@@ -74,7 +74,7 @@ pub struct Config {
     /// The server, or the first cluster seed or sentinel (its login and TLS apply to every
     /// node).
     pub(crate) connection: redis::ConnectionInfo,
-    topology: Topology,
+    deployment: Deployment,
     watchdog_timeout: Duration,
     renewal_interval: Option<Duration>,
     renewal_batch_size: usize,
@@ -90,7 +90,7 @@ pub struct Config {
 /// How the deployment is reached, beyond [`Config::connection`]. (No `Debug`: a
 /// `ConnectionInfo` shows its password.)
 #[derive(Clone)]
-pub(crate) enum Topology {
+pub(crate) enum Deployment {
     /// One server.
     Standalone,
     /// A Redis Cluster, through these seed nodes.
@@ -147,7 +147,7 @@ impl Config {
             ));
         }
         let mut config = Self::from_connection_info(seeds[0].clone());
-        config.topology = Topology::Cluster { seeds };
+        config.deployment = Deployment::Cluster { seeds };
         Ok(config)
     }
 
@@ -181,7 +181,7 @@ impl Config {
         }
         let sentinels = same_login(sentinel_urls, "sentinel")?;
         let mut config = Self::from_connection_info(sentinels[0].clone());
-        config.topology = Topology::Sentinel {
+        config.deployment = Deployment::Sentinel {
             master_name: master_name.to_string(),
             sentinels,
         };
@@ -190,17 +190,17 @@ impl Config {
 
     /// Whether this configuration is for a Redis Cluster ([`Config::cluster`]).
     pub fn is_cluster(&self) -> bool {
-        matches!(self.topology, Topology::Cluster { .. })
+        matches!(self.deployment, Deployment::Cluster { .. })
     }
 
     /// Whether this configuration is for a master watched by Sentinel ([`Config::sentinel`]).
     pub fn is_sentinel(&self) -> bool {
-        matches!(self.topology, Topology::Sentinel { .. })
+        matches!(self.deployment, Deployment::Sentinel { .. })
     }
 
     /// How the deployment is reached.
-    pub(crate) fn topology(&self) -> &Topology {
-        &self.topology
+    pub(crate) fn deployment(&self) -> &Deployment {
+        &self.deployment
     }
 
     /// The private CA to trust, if one was given.
@@ -213,7 +213,7 @@ impl Config {
     pub fn from_connection_info(connection: redis::ConnectionInfo) -> Self {
         Config {
             connection,
-            topology: Topology::Standalone,
+            deployment: Deployment::Standalone,
             watchdog_timeout: Self::DEFAULT_WATCHDOG_TIMEOUT,
             renewal_interval: None,
             renewal_batch_size: Self::DEFAULT_RENEWAL_BATCH_SIZE,
@@ -494,7 +494,7 @@ impl fmt::Debug for Config {
         let redis = self.connection.redis_settings();
         f.debug_struct("Config")
             .field("addr", &self.connection.addr().to_string())
-            .field("topology", &TopologyDebug(&self.topology))
+            .field("topology", &DeploymentDebug(&self.deployment))
             .field("db", &redis.db())
             .field("username", &redis.username())
             .field("password", &redis.password().map(|_| "<redacted>"))
@@ -516,20 +516,20 @@ impl fmt::Debug for Config {
 }
 
 /// The topology without logins (a `ConnectionInfo`'s `Debug` shows the password).
-struct TopologyDebug<'a>(&'a Topology);
+struct DeploymentDebug<'a>(&'a Deployment);
 
-impl fmt::Debug for TopologyDebug<'_> {
+impl fmt::Debug for DeploymentDebug<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let addrs = |infos: &[redis::ConnectionInfo]| -> Vec<String> {
             infos.iter().map(|i| i.addr().to_string()).collect()
         };
         match self.0 {
-            Topology::Standalone => f.write_str("Standalone"),
-            Topology::Cluster { seeds } => f
+            Deployment::Standalone => f.write_str("Standalone"),
+            Deployment::Cluster { seeds } => f
                 .debug_struct("Cluster")
                 .field("seeds", &addrs(seeds))
                 .finish(),
-            Topology::Sentinel {
+            Deployment::Sentinel {
                 master_name,
                 sentinels,
             } => f

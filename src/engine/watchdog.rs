@@ -76,7 +76,7 @@ impl Watchdog {
         self.renew_in_flight(&batches).await;
     }
 
-    /// Renewal on one server (or a cluster whose slot map could not be read): a few batches in
+    /// Renewal on one server (or a cluster whose slot map has not been read): a few batches in
     /// flight on the watchdog's connection.
     async fn renew_in_flight(&self, batches: &[&[Arc<Node>]]) {
         let lease_ms = Lease::Watchdog.millis(self.lease);
@@ -121,15 +121,15 @@ impl Watchdog {
     /// masters at once. The batches a master answers `NOSCRIPT` (a promoted replica, a
     /// restarted node: nothing ran) go to it again as `EVAL`, again in one write; a batch
     /// whose answer is another error (`MOVED` after a slot moved) is sent again alone, routed
-    /// by its key. Returns `false` (nothing sent) when the slot map cannot be read.
+    /// by its key. Returns `false` (nothing sent) when no slot map has been read.
     async fn renew_by_node(&self, batches: &[&[Arc<Node>]]) -> bool {
-        let mut conn = self.protocol.connection().clone();
-        let Ok(map) = conn.slot_map().await else {
+        let conn = self.protocol.connection().clone();
+        let Some(view) = conn.topology().map(|t| t.view()).filter(|v| v.epoch > 0) else {
             return false;
         };
         let mut by_node: HashMap<Option<(String, u16)>, Vec<usize>> = HashMap::new();
         for (i, batch) in batches.iter().enumerate() {
-            let master = map.master_of(&batch[0].key).cloned();
+            let master = view.slots.master_of(&batch[0].key).cloned();
             by_node.entry(master).or_default().push(i);
         }
         let lease_ms = Lease::Watchdog.millis(self.lease);

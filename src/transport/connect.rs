@@ -2,35 +2,38 @@
 //! any lock is touched: which publish mode the deployment gets, and that the server has the
 //! commands that mode needs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::replicas::ClusterReplicas;
 use super::sentinel::SentinelConnection;
+use super::topology::Topology;
 use super::Connection;
-use crate::config::{Config, PublishMode, Topology};
+use crate::config::{Config, Deployment, PublishMode};
 use crate::error::{Error, Result};
 
 /// Opens a command connection: to the server, to the cluster through its seeds, or to the
-/// master the sentinels name.
-pub(crate) async fn open(config: &Config) -> Result<Connection> {
-    let seeds = match config.topology() {
-        Topology::Standalone => {
+/// master the sentinels name. On a cluster, a connection opened for the client reads the
+/// cluster's [`Topology`]; another of the same client (the watchdog's) passes that one as
+/// `topology`, to route by the same view.
+pub(crate) async fn open(config: &Config, topology: Option<&Arc<Topology>>) -> Result<Connection> {
+    let seeds = match config.deployment() {
+        Deployment::Standalone => {
             let info = config.connection_info()?;
             let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
             return Ok(Connection::Standalone(
                 connect_manager(client, config).await?,
             ));
         }
-        Topology::Sentinel {
+        Deployment::Sentinel {
             master_name,
             sentinels,
         } => {
             let conn = SentinelConnection::open(config, master_name, sentinels).await?;
             return Ok(Connection::Sentinel(conn));
         }
-        Topology::Cluster { seeds } => seeds,
+        Deployment::Cluster { seeds } => seeds,
     };
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
     #[allow(unused_mut)]
@@ -55,16 +58,17 @@ pub(crate) async fn open(config: &Config) -> Result<Connection> {
         .build()
         .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
     let conn = client.get_async_connection().await.map_err(connect_error)?;
-    let replicas = ClusterReplicas::start(conn.clone()).await;
-    // (The lane starts from the slot map the replica count was just made with.)
+    let topology = match topology {
+        Some(topology) => topology.clone(),
+        None => Topology::start(conn.clone()).await,
+    };
     let direct = super::direct::Direct::new(
-        conn.clone(),
-        replicas.slot_map(),
+        topology.clone(),
         config.connection_info()?,
         config.connect_timeout(),
         config.response_timeout(),
     );
-    Ok(Connection::Cluster(conn, replicas, direct))
+    Ok(Connection::Cluster(conn, topology, direct))
 }
 
 /// The publish mode this deployment gets (see [`PublishMode::Auto`]), refusing a forced

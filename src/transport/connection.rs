@@ -16,18 +16,19 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
 
 use super::direct::Direct;
-use super::replicas::ClusterReplicas;
 use super::sentinel::SentinelConnection;
-use super::slots::{self, Grouping, SlotMap};
+use super::slots::{self, Grouping};
+use super::topology::Topology;
+use super::NodeAddr;
 
 /// The connection scripts and queries are sent on.
 #[derive(Clone)]
 pub(crate) enum Connection {
     /// One server (reconnects by itself).
     Standalone(ConnectionManager),
-    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, its masters'
-    /// replica counts, and the direct lane script calls take to their master.
-    Cluster(ClusterConnection, Arc<ClusterReplicas>, Arc<Direct>),
+    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, the client's
+    /// view of the cluster, and the direct lane script calls take to their master.
+    Cluster(ClusterConnection, Arc<Topology>, Arc<Direct>),
     /// The master Redis Sentinel names, followed through failovers.
     Sentinel(SentinelConnection),
 }
@@ -57,15 +58,15 @@ impl Connection {
     pub(crate) fn replicas_for(&self, key: &str) -> Option<u32> {
         match self {
             Connection::Sentinel(conn) => Some(conn.replicas()),
-            Connection::Cluster(_, replicas, _) => replicas.of_key(key),
+            Connection::Cluster(_, topology, _) => topology.replicas_for(key),
             Connection::Standalone(_) => None,
         }
     }
 
     /// The replicas connected to the cluster master at `node`, if known.
-    pub(crate) fn replicas_of_node(&self, node: &(String, u16)) -> Option<u32> {
+    pub(crate) fn replicas_of_node(&self, node: &NodeAddr) -> Option<u32> {
         match self {
-            Connection::Cluster(_, replicas, _) => replicas.of_node(node),
+            Connection::Cluster(_, topology, _) => topology.replicas_of(node),
             Connection::Sentinel(conn) => Some(conn.replicas()),
             Connection::Standalone(_) => None,
         }
@@ -78,16 +79,16 @@ impl Connection {
     /// count that differs from the one known is read again.
     pub(crate) async fn replicated(&mut self, key: &str, acks: u32) -> bool {
         match self {
-            Connection::Sentinel(conn) if acks == 0 => conn.recount_now().await == Some(0),
+            Connection::Sentinel(conn) if acks == 0 => conn.recount().await == Some(0),
             Connection::Sentinel(conn) => {
                 conn.acked(acks);
                 true
             }
-            Connection::Cluster(cluster, replicas, _) if acks == 0 => {
-                replicas.recount_now(cluster, key).await == Some(0)
+            Connection::Cluster(_, topology, _) if acks == 0 => {
+                topology.recount(key).await == Some(0)
             }
-            Connection::Cluster(_, replicas, _) => {
-                replicas.acked(key, acks);
+            Connection::Cluster(_, topology, _) => {
+                topology.acked(key, acks);
                 true
             }
             Connection::Standalone(_) => true,
@@ -119,12 +120,12 @@ impl Connection {
         reply.extract_error()
     }
 
-    /// The cluster's slot map (`CLUSTER SLOTS` from any node); empty on a standalone server.
-    pub(crate) async fn slot_map(&mut self) -> RedisResult<SlotMap> {
-        let Connection::Cluster(conn, ..) = self else {
-            return Ok(SlotMap::default());
-        };
-        cluster_slot_map(conn).await
+    /// The client's view of the cluster (`None` on one server).
+    pub(crate) fn topology(&self) -> Option<&Arc<Topology>> {
+        match self {
+            Connection::Cluster(_, topology, _) => Some(topology),
+            _ => None,
+        }
     }
 
     /// Sends `pipe` in one write to the cluster node `host:port` (commands whose keys it
@@ -176,30 +177,6 @@ impl Connection {
         };
         Ok(replies.into_iter().map(Value::extract_error).collect())
     }
-}
-
-/// The cluster's slot map, from `CLUSTER SLOTS` of any node.
-pub(crate) async fn cluster_slot_map(conn: &mut ClusterConnection) -> RedisResult<SlotMap> {
-    let mut cmd = redis::cmd("CLUSTER");
-    cmd.arg("SLOTS");
-    let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let reply = conn.route_command(cmd, routing).await?.extract_error()?;
-    let ranges: Vec<Vec<Value>> = redis::from_redis_value(reply)?;
-    ranges
-        .into_iter()
-        .filter(|range| range.len() >= 3)
-        .map(|range| {
-            let mut range = range.into_iter();
-            let first: u16 = redis::from_redis_value(range.next().unwrap())?;
-            let last: u16 = redis::from_redis_value(range.next().unwrap())?;
-            let master: Vec<Value> = redis::from_redis_value(range.next().unwrap())?;
-            let mut master = master.into_iter();
-            let host: String = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
-            let port: u16 = redis::from_redis_value(master.next().unwrap_or(Value::Nil))?;
-            Ok((first, last, (host, port)))
-        })
-        .collect::<RedisResult<_>>()
-        .map(SlotMap::new)
 }
 
 impl ConnectionLike for Connection {

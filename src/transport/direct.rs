@@ -4,12 +4,12 @@
 //! trip (measured: 65 µs more per `GET` at p50 in a debug build). A woken waiter's acquire is
 //! one such round trip, so this is what its wake-up costs.
 //!
-//! The lane only ever short-cuts: anything it cannot vouch for goes through the cluster
-//! connection as before, which follows `MOVED` and `ASK`, reconnects and retries. A master not
-//! known yet, or whose link is still opening, is skipped (the link opens in the background);
-//! an answer that says the map is stale (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`,
-//! `READONLY`) or an I/O error sends the same call again through the cluster connection and
-//! reads the slot map again. Every lock command is idempotent by its latch, so sending it
+//! The lane routes by the client's [`Topology`] and only ever short-cuts: anything it cannot
+//! vouch for goes through the cluster connection as before, which follows `MOVED` and `ASK`,
+//! reconnects and retries. A master not known yet, or whose link is still opening, is skipped
+//! (the link opens in the background); an answer that says the map is stale (`MOVED`, `ASK`,
+//! `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`) or an I/O error sends the same call again through
+//! the cluster connection and has the topology read again. Every lock command is idempotent by its latch, so sending it
 //! again is exact, as for redis-rs's own re-sends.
 
 use std::collections::HashMap;
@@ -22,30 +22,26 @@ use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisResult, RetryMethod, Value};
 use tokio::time::Instant;
 
-use super::slots::{Master, SlotMap};
+use super::topology::Topology;
+use super::NodeAddr;
 
 /// How soon a link that failed to open is tried again.
 const REOPEN_AFTER: Duration = Duration::from_secs(1);
-/// The slot map is read again at most this often.
-const REREAD_AFTER: Duration = Duration::from_millis(100);
 
-/// Links to the cluster's masters, and the slot map they are chosen by.
+/// Links to the cluster's masters, chosen by the client's topology.
 pub(crate) struct Direct {
     /// Login, TLS and timeouts for node connections.
     base: redis::ConnectionInfo,
     config: AsyncConnectionConfig,
-    /// To read the slot map.
-    cluster: ClusterConnection,
-    state: Mutex<State>,
+    topology: Arc<Topology>,
+    links: Mutex<Links>,
 }
 
 #[derive(Default)]
-struct State {
-    slots: SlotMap,
-    links: HashMap<Master, Link>,
-    /// When the slot map was last asked for (`None`: never), and whether a read is running.
-    read_at: Option<Instant>,
-    reading: bool,
+struct Links {
+    by_node: HashMap<NodeAddr, Link>,
+    /// The topology's epoch the links were last pruned at.
+    epoch: u64,
 }
 
 enum Link {
@@ -55,11 +51,9 @@ enum Link {
 }
 
 impl Direct {
-    /// The lane over `cluster`'s masters, chosen by `slots` (the map read at connect; a key
-    /// whose slot it does not know has it read again), `base` giving login and TLS.
+    /// The lane over the masters `topology` names, `base` giving login and TLS.
     pub(crate) fn new(
-        cluster: ClusterConnection,
-        slots: SlotMap,
+        topology: Arc<Topology>,
         base: redis::ConnectionInfo,
         connect_timeout: Duration,
         response_timeout: Duration,
@@ -70,74 +64,51 @@ impl Direct {
         Arc::new(Direct {
             base,
             config,
-            cluster,
-            state: Mutex::new(State {
-                slots,
-                read_at: Some(Instant::now()),
-                ..State::default()
-            }),
+            topology,
+            links: Mutex::default(),
         })
     }
 
-    /// The link a script call `cmd` may take: its first key's master's, if open.
-    pub(crate) fn route(self: &Arc<Self>, cmd: &Cmd) -> Option<MultiplexedConnection> {
-        let key = script_key(cmd)?;
-        let mut state = self.state.lock();
-        let Some(master) = state.slots.master_of(key).cloned() else {
-            // A slot the map does not know (no map read yet, or mid-failover): read it again.
-            drop(state);
-            self.reread();
+    /// The link a script call to `key` may take: its master's, if open.
+    pub(crate) fn route(self: &Arc<Self>, key: &str) -> Option<MultiplexedConnection> {
+        let view = self.topology.view();
+        let Some(master) = view.slots.master_of(key) else {
+            // A slot the view does not know (no map read yet, or mid-failover).
+            self.topology.suspect();
             return None;
         };
-        match state.links.get(&master) {
+        let mut links = self.links.lock();
+        if links.epoch != view.epoch {
+            // Links to nodes that are no longer masters go (a demoted master answers MOVED).
+            let masters = view.slots.masters();
+            links.by_node.retain(|node, _| masters.contains(&node));
+            links.epoch = view.epoch;
+        }
+        match links.by_node.get(master) {
             Some(Link::Ready(conn)) => return Some(conn.clone()),
             Some(Link::Opening) => return None,
             Some(Link::Failed(at)) if at.elapsed() < REOPEN_AFTER => return None,
             _ => {}
         }
-        state.links.insert(master.clone(), Link::Opening);
-        tokio::spawn(self.clone().open(master));
+        links.by_node.insert(master.clone(), Link::Opening);
+        tokio::spawn(self.clone().open(master.clone()));
         None
     }
 
     /// Whether an answer through the lane stands, or the call must go through the cluster
-    /// connection (the slot map is read again then).
-    pub(crate) fn stands(self: &Arc<Self>, answer: &RedisResult<Value>) -> bool {
+    /// connection (the topology is read again then).
+    pub(crate) fn stands(&self, answer: &RedisResult<Value>) -> bool {
         let stale = match answer {
             Ok(_) => false,
             Err(err) => !matches!(err.retry_method(), RetryMethod::NoRetry),
         };
         if stale {
-            self.reread();
+            self.topology.suspect();
         }
         !stale
     }
 
-    /// Reads the slot map again soon, unless a read is running or was made just now.
-    fn reread(self: &Arc<Self>) {
-        let mut state = self.state.lock();
-        let recent = state.read_at.is_some_and(|at| at.elapsed() < REREAD_AFTER);
-        if state.reading || recent {
-            return;
-        }
-        state.reading = true;
-        tokio::spawn(self.clone().read_slots());
-    }
-
-    async fn read_slots(self: Arc<Self>) {
-        let map = super::connection::cluster_slot_map(&mut self.cluster.clone()).await;
-        let mut state = self.state.lock();
-        state.reading = false;
-        state.read_at = Some(Instant::now());
-        if let Ok(map) = map {
-            // Links to nodes that are no longer masters go (a demoted master answers MOVED).
-            let masters = map.masters().into_iter().cloned().collect::<Vec<_>>();
-            state.links.retain(|node, _| masters.contains(node));
-            state.slots = map;
-        }
-    }
-
-    async fn open(self: Arc<Self>, master: Master) {
+    async fn open(self: Arc<Self>, master: NodeAddr) {
         let info = super::node_info(&self.base, &master.0, master.1);
         let conn = match redis::Client::open(info) {
             Ok(client) => {
@@ -154,7 +125,7 @@ impl Direct {
                 Link::Failed(Instant::now())
             }
         };
-        if let Some(slot) = self.state.lock().links.get_mut(&master) {
+        if let Some(slot) = self.links.lock().by_node.get_mut(&master) {
             *slot = link;
         }
     }
@@ -186,7 +157,7 @@ pub(crate) async fn send(
     cluster: &mut ClusterConnection,
     cmd: &Cmd,
 ) -> RedisResult<Value> {
-    if let Some(mut link) = direct.route(cmd) {
+    if let Some(mut link) = script_key(cmd).and_then(|key| direct.route(key)) {
         // (A server's error reply as an `Err`, as `query_async` reads it anyway.)
         let answer = link
             .req_packed_command(cmd)

@@ -1,17 +1,21 @@
 //! The connection side, the seam between the lock kinds and the topology: the command
 //! [`Connection`] (a standalone server, a cluster, or a master that Sentinel watches
-//! ([`sentinel`]), with no change to the kinds or the engine), how many keys one call may
-//! carry ([`slots`]), and the subscription hub every waiter of a client shares ([`pubsub`]).
+//! ([`sentinel`]), with no change to the kinds or the engine), the client's one view of a
+//! cluster ([`topology`]), how many keys one call may carry ([`slots`]), and the subscription
+//! hub every waiter of a client shares ([`pubsub`]).
 
 pub(crate) mod connect;
 mod connection;
 mod direct;
 pub(crate) mod pubsub;
-pub(crate) mod replicas;
 pub(crate) mod sentinel;
 pub(crate) mod slots;
+pub(crate) mod topology;
 
 pub(crate) use connection::Connection;
+
+/// A node's address, `(host, port)`: a cluster master, the master Sentinel names.
+pub(crate) type NodeAddr = (String, u16);
 
 /// `base` (its login, TLS and protocol) for the node at `host:port`.
 pub(crate) fn node_info(

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::transport::connect::{connect_error, connect_manager};
-use crate::transport::node_info;
+use crate::transport::{node_info, NodeAddr};
 
 /// How often the sentinels are asked where the master is (Redisson's `scanInterval`).
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
@@ -35,9 +35,6 @@ const SCAN_INTERVAL: Duration = Duration::from_secs(1);
 const RECOUNT_INTERVAL: Duration = Duration::from_secs(5);
 /// The channel sentinels announce a new master on: `<name> <old-ip> <old-port> <ip> <port>`.
 const SWITCH_MASTER: &str = "+switch-master";
-
-/// A master's address.
-pub(crate) type Addr = (String, u16);
 
 /// The command connection to the current master (cheap to clone).
 #[derive(Clone)]
@@ -48,8 +45,8 @@ pub(crate) struct SentinelConnection {
 }
 
 struct Shared {
-    current: RwLock<(ConnectionManager, Addr)>,
-    master: watch::Sender<Addr>,
+    current: RwLock<(ConnectionManager, NodeAddr)>,
+    master: watch::Sender<NodeAddr>,
     /// Asks the follower to look at once.
     suspect: Notify,
     /// The replicas connected to the current master (`INFO replication`), which lock writes
@@ -100,7 +97,7 @@ impl SentinelConnection {
     }
 
     /// The master's address, updated at each switch.
-    pub(crate) fn master(&self) -> watch::Receiver<Addr> {
+    pub(crate) fn master(&self) -> watch::Receiver<NodeAddr> {
         self.shared.master.subscribe()
     }
 
@@ -119,7 +116,7 @@ impl SentinelConnection {
 
     /// Counts the current master's replicas again now (after a `WAIT` no replica answered:
     /// one may have gone, or be in a full resync), and keeps the count.
-    pub(crate) async fn recount_now(&mut self) -> Option<u32> {
+    pub(crate) async fn recount(&mut self) -> Option<u32> {
         match count_replicas(self.current()).await {
             Ok(n) => {
                 self.shared.replicas.store(n, Ordering::Release);
@@ -197,7 +194,7 @@ impl ConnectionLike for SentinelConnection {
 impl Sentinels {
     /// The master's address from the first sentinel that knows it, trying them in turn from
     /// `start`.
-    async fn master_addr(&self, start: usize) -> Result<Addr> {
+    async fn master_addr(&self, start: usize) -> Result<NodeAddr> {
         let mut last_err = None;
         let mut unknown = 0;
         for i in 0..self.sentinels.len() {
@@ -237,7 +234,7 @@ impl Sentinels {
 
     /// A connection to the node at `addr`, once it says it is a master, and the number of
     /// replicas connected to it.
-    async fn connect_master(&self, addr: &Addr) -> Result<(ConnectionManager, u32)> {
+    async fn connect_master(&self, addr: &NodeAddr) -> Result<(ConnectionManager, u32)> {
         let info = node_info(&self.node_base, &addr.0, addr.1);
         let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
         let mut conn = connect_manager(client, &self.config).await?;
@@ -280,13 +277,13 @@ impl Sentinels {
 }
 
 /// The master's replicas that can acknowledge a write (`INFO replication`, see
-/// [`online_replicas`](crate::transport::replicas::online_replicas)).
+/// [`online_replicas`](crate::transport::topology::online_replicas)).
 async fn count_replicas(conn: &mut ConnectionManager) -> redis::RedisResult<u32> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
         .await?;
-    Ok(crate::transport::replicas::online_replicas(&info))
+    Ok(crate::transport::topology::online_replicas(&info))
 }
 
 /// A sentinel connection subscribed to `+switch-master`, and its pushes.

@@ -1,24 +1,23 @@
 //! Cluster slots: which of the 16384 slots a key hashes to (CRC16 of the key, or of its hash
 //! tag), and batching many keys into calls that a cluster accepts (one slot per call).
 
-/// A master of a cluster, as `host:port`.
-pub(crate) type Master = (String, u16);
+use super::NodeAddr;
 
 /// Which master serves which slots, as `CLUSTER SLOTS` said at one moment.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SlotMap {
     /// `(first, last, master)`, sorted by first slot.
-    ranges: Vec<(u16, u16, Master)>,
+    ranges: Vec<(u16, u16, NodeAddr)>,
 }
 
 impl SlotMap {
-    pub(crate) fn new(mut ranges: Vec<(u16, u16, Master)>) -> SlotMap {
+    pub(crate) fn new(mut ranges: Vec<(u16, u16, NodeAddr)>) -> SlotMap {
         ranges.sort_by_key(|(first, ..)| *first);
         SlotMap { ranges }
     }
 
     /// The master serving `key`'s slot (`None`: a slot nobody serves, as mid-failover).
-    pub(crate) fn master_of(&self, key: &str) -> Option<&Master> {
+    pub(crate) fn master_of(&self, key: &str) -> Option<&NodeAddr> {
         let slot = slot_of(key);
         let i = self.ranges.partition_point(|(first, ..)| *first <= slot);
         let (first, last, master) = self.ranges.get(i.checked_sub(1)?)?;
@@ -26,8 +25,8 @@ impl SlotMap {
     }
 
     /// Every master serving a slot, each once.
-    pub(crate) fn masters(&self) -> Vec<&Master> {
-        let mut masters: Vec<&Master> = self.ranges.iter().map(|(.., m)| m).collect();
+    pub(crate) fn masters(&self) -> Vec<&NodeAddr> {
+        let mut masters: Vec<&NodeAddr> = self.ranges.iter().map(|(.., m)| m).collect();
         masters.sort();
         masters.dedup();
         masters

@@ -142,8 +142,9 @@ impl Hub {
             .set_protocol(redis::ProtocolVersion::RESP3);
         let base = connection.set_redis_settings(redis);
         let sharded = mode == PublishMode::SPublish;
-        if conn.is_cluster() && sharded {
-            let router = sharded::Router::new(hub.clone(), conn, base, rx, connect_timeout);
+        if let (Some(topology), true) = (conn.topology(), sharded) {
+            let router =
+                sharded::Router::new(hub.clone(), topology.clone(), base, rx, connect_timeout);
             router
                 .start(shutdown)
                 .await
@@ -151,9 +152,9 @@ impl Hub {
             return Ok(hub);
         }
         let endpoint = match conn {
-            Connection::Cluster(..) => single::Endpoint::AnyMaster {
+            Connection::Cluster(_, topology, _) => single::Endpoint::AnyMaster {
                 base,
-                conn,
+                topology,
                 turn: 0,
             },
             Connection::Sentinel(sentinel) => single::Endpoint::SentinelMaster {

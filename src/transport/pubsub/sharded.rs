@@ -2,10 +2,11 @@
 //! its slot, over one connection per master ([`Link`]) shared by all of this client's waiters
 //! there, opened when a first channel needs it.
 //!
-//! The [`Router`] owns the slot map and decides where each channel lives. When a channel may
-//! have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted master or
-//! a node that gave its slot away does; an `SSUBSCRIBE` was answered `MOVED`; a link dropped;
-//! or the periodic check found the map changed) it reads the slot map again, subscribes each
+//! The [`Router`] decides where each channel lives, by the client's [`Topology`]. When a
+//! channel may have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted
+//! master or a node that gave its slot away does; an `SSUBSCRIBE` was answered `MOVED`; a link
+//! dropped) it has the topology read again; after every read (those and the topology's own
+//! periodic ones) it subscribes each
 //! affected channel where its slot lives now, and then wakes that channel's waiters and bumps
 //! the hub's epoch: a message may have been published while the channel was nowhere, so each
 //! waiter makes one attempt. (redis-rs's own subscription tracker drops a sharded channel on a
@@ -23,24 +24,18 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-use crate::transport::slots::{Master, SlotMap};
-use crate::transport::Connection;
+use crate::transport::topology::{Topology, View};
+use crate::transport::NodeAddr;
 
-/// How often the slot map is read again even when nothing said it changed (Redisson's
-/// `scanInterval` default).
-const SCAN_INTERVAL: Duration = Duration::from_secs(5);
 /// A node that pushed `SUNSUBSCRIBE` for a channel no longer serves its slot, whatever a slot
 /// map read right after says (the other nodes may not have heard yet): the map is read again,
 /// this often, for up to [`DISBELIEVE`], before the channel is subscribed there again.
 const REREAD: Duration = Duration::from_millis(100);
 const DISBELIEVE: Duration = Duration::from_secs(3);
 
-/// A master, as `host:port`.
-type Node = Master;
-
 /// Which link an event comes from: its node, and its number (a link that dropped is replaced
 /// by a new one to the same node; the old one's last words must not touch the new one).
-type From = (Node, u64);
+type From = (NodeAddr, u64);
 
 /// What links tell the router.
 enum Event {
@@ -67,29 +62,29 @@ enum Order {
 /// Decides which master each channel is subscribed at, and keeps it so.
 pub(super) struct Router {
     hub: Arc<Hub>,
-    /// The command connection, to read the slot map.
-    conn: Connection,
+    /// Which master serves which slots.
+    topology: Arc<Topology>,
     /// Login, TLS and RESP3 for node connections.
     base: redis::ConnectionInfo,
     commands: mpsc::UnboundedReceiver<Command>,
     events: mpsc::UnboundedSender<Event>,
     inbox: mpsc::UnboundedReceiver<Event>,
-    /// Which master serves which slots.
-    slots: SlotMap,
-    links: HashMap<Node, LinkHandle>,
+    /// The topology as last read.
+    view: Arc<View>,
+    links: HashMap<NodeAddr, LinkHandle>,
     next_link: u64,
     connect_timeout: Duration,
     /// Where each wanted channel is subscribed, or being subscribed.
-    placed: HashMap<String, Node>,
+    placed: HashMap<String, NodeAddr>,
     /// Channels a node said it no longer serves, and since when.
-    moved: HashMap<String, (Node, Instant)>,
+    moved: HashMap<String, (NodeAddr, Instant)>,
     shutdown: CancellationToken,
 }
 
 impl Router {
     pub(super) fn new(
         hub: Arc<Hub>,
-        conn: Connection,
+        topology: Arc<Topology>,
         base: redis::ConnectionInfo,
         commands: mpsc::UnboundedReceiver<Command>,
         connect_timeout: Duration,
@@ -97,12 +92,12 @@ impl Router {
         let (events, inbox) = mpsc::unbounded_channel();
         Router {
             hub,
-            conn,
+            view: topology.view(),
+            topology,
             base,
             commands,
             events,
             inbox,
-            slots: SlotMap::default(),
             links: HashMap::new(),
             next_link: 0,
             connect_timeout,
@@ -112,10 +107,12 @@ impl Router {
         }
     }
 
-    /// Reads the slot map (so an unreachable cluster is reported at connect) and starts the
-    /// router's task, which runs until `shutdown` is cancelled.
+    /// Starts the router's task, which runs until `shutdown` is cancelled (a cluster whose
+    /// slot map could not be read at connect is reported now).
     pub(super) async fn start(mut self, shutdown: CancellationToken) -> redis::RedisResult<()> {
-        self.read_slots().await?;
+        if self.view.epoch == 0 {
+            self.view = self.topology.refreshed().await?;
+        }
         self.hub.connected.store(true, Ordering::Release);
         self.shutdown = shutdown;
         tokio::spawn(self.run());
@@ -125,9 +122,7 @@ impl Router {
     async fn run(mut self) {
         let mut sweep = tokio::time::interval(LINGER);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut scan = tokio::time::interval(SCAN_INTERVAL);
-        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        scan.tick().await;
+        let mut reads = self.topology.reads_watch();
         // When the slot map should be read again, and how long to wait after a failed read.
         let mut refresh_at: Option<Instant> = None;
         let mut backoff = MIN_BACKOFF;
@@ -178,8 +173,9 @@ impl Router {
                 },
                 _ = refresh => {
                     refresh_at = None;
-                    match self.read_slots().await {
-                        Ok(()) => {
+                    match self.topology.refreshed().await {
+                        Ok(view) => {
+                            self.view = view;
                             backoff = MIN_BACKOFF;
                             if self.replace_all() {
                                 refresh_at = Some(Instant::now() + REREAD);
@@ -192,12 +188,19 @@ impl Router {
                         }
                     }
                 }
-                _ = scan.tick() => {
-                    refresh_at.get_or_insert_with(Instant::now);
+                Ok(()) = reads.changed() => {
+                    // Read by the topology's own scan (or for another reader): no I/O here.
+                    let view = self.topology.view();
+                    if view.epoch != self.view.epoch && refresh_at.is_none() {
+                        self.view = view;
+                        if self.replace_all() {
+                            refresh_at = Some(Instant::now() + REREAD);
+                        }
+                    }
                 }
                 _ = sweep.tick() => {
                     let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
-                    let mut leaving: HashMap<Node, Vec<String>> = HashMap::new();
+                    let mut leaving: HashMap<NodeAddr, Vec<String>> = HashMap::new();
                     for channel in self.hub.take_idle(cutoff) {
                         if let Some(node) = self.placed.remove(&channel) {
                             leaving.entry(node).or_default().push(channel);
@@ -215,19 +218,14 @@ impl Router {
         self.hub.wake_all();
     }
 
-    async fn read_slots(&mut self) -> redis::RedisResult<()> {
-        self.slots = self.conn.slot_map().await?;
-        Ok(())
-    }
-
     /// The master serving `channel`'s slot, per the slot map.
-    fn node_of(&self, channel: &str) -> Option<Node> {
-        self.slots.master_of(channel).cloned()
+    fn node_of(&self, channel: &str) -> Option<NodeAddr> {
+        self.view.slots.master_of(channel).cloned()
     }
 
     /// Subscribes `channels` at their masters, opening links as needed.
     fn place(&mut self, channels: Vec<String>) {
-        let mut by_node: HashMap<Node, Vec<String>> = HashMap::new();
+        let mut by_node: HashMap<NodeAddr, Vec<String>> = HashMap::new();
         for channel in channels {
             match self.node_of(&channel) {
                 Some(node) => {
@@ -276,7 +274,7 @@ impl Router {
             }
         }
         // Links to nodes that no longer serve a slot (demoted, gone) are closed.
-        let masters: HashSet<Node> = self.slots.masters().into_iter().cloned().collect();
+        let masters: HashSet<NodeAddr> = self.view.slots.masters().into_iter().cloned().collect();
         // (Dropping a handle ends its link, whose loss report then finds it replaced.)
         self.links.retain(|node, _| masters.contains(node));
         if !moving.is_empty() {
@@ -291,7 +289,7 @@ impl Router {
         stale
     }
 
-    fn link(&mut self, node: &Node) -> mpsc::UnboundedSender<Order> {
+    fn link(&mut self, node: &NodeAddr) -> mpsc::UnboundedSender<Order> {
         if let Some(link) = self.links.get(node) {
             if !link.orders.is_closed() {
                 return link.orders.clone();

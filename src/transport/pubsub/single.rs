@@ -15,25 +15,25 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-use crate::transport::sentinel::Addr;
-use crate::transport::{node_info, Connection};
+use crate::transport::topology::Topology;
+use crate::transport::{node_info, NodeAddr};
 
 /// Where the connection goes.
 pub(super) enum Endpoint {
     /// The one server.
     Fixed(redis::ConnectionInfo),
-    /// Any master of the cluster `conn` reaches (another one after each failed connect), with
-    /// the login and TLS of `base`.
+    /// Any master of the cluster `topology` names (another one after each failed connect,
+    /// with the topology read again), with the login and TLS of `base`.
     AnyMaster {
         base: redis::ConnectionInfo,
-        conn: Connection,
+        topology: Arc<Topology>,
         turn: usize,
     },
     /// The master the sentinels name now, with the login and TLS of `base`; a switch ends
     /// the connection to the old one.
     SentinelMaster {
         base: redis::ConnectionInfo,
-        master: watch::Receiver<Addr>,
+        master: watch::Receiver<NodeAddr>,
     },
 }
 
@@ -45,9 +45,18 @@ impl Endpoint {
                 let (host, port) = master.borrow_and_update().clone();
                 Ok(node_info(base, &host, port))
             }
-            Endpoint::AnyMaster { base, conn, turn } => {
-                let map = conn.slot_map().await?;
-                let masters = map.masters();
+            Endpoint::AnyMaster {
+                base,
+                topology,
+                turn,
+            } => {
+                // (The first connect takes the view as read at connect; a later one, after a
+                // failure, one read since.)
+                let view = match *turn {
+                    0 => topology.view(),
+                    _ => topology.refreshed().await?,
+                };
+                let masters = view.slots.masters();
                 if masters.is_empty() {
                     return Err(redis::RedisError::from((
                         redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
