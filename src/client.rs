@@ -1,71 +1,13 @@
 //! The client: one connection, one identity, and the background tasks every lock shares.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
-
-use crate::config::{Config, PublishMode};
-use crate::engine::handoff::Handoffs;
-use crate::engine::holds::{Holds, Lease};
-use crate::engine::release::{self, Core, Job, SpentLatches};
-use crate::engine::watchdog::Watchdog;
-use crate::error::{Error, Result};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::error::Result;
 use crate::kinds::fenced::FencedLock;
 use crate::kinds::lock::Lock;
 use crate::kinds::read_write::ReadWriteLock;
-use crate::raw::Protocol;
-use crate::transport::connect;
-use crate::transport::pubsub::Hub;
-
-/// How long [`LockClient::shutdown`] keeps trying to delete spent latches when Redis is not
-/// answering (a connection being re-made after a cut): each would otherwise linger for its PX.
-const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// State shared by the client handles, its locks and their guards.
-pub(crate) struct Shared {
-    pub(crate) config: Config,
-    pub(crate) client_id: String,
-    /// Every handle the engine shares, held once (the release task and the watchdog have
-    /// their own copies of it).
-    pub(crate) core: Core,
-    jobs: mpsc::UnboundedSender<Job>,
-    closed: AtomicBool,
-    tasks: CancellationToken,
-}
-
-impl Shared {
-    /// Hands work to the release task; never blocks (safe in `Drop`).
-    pub(crate) fn send_job(&self, job: Job) {
-        self.core.send_on(&self.jobs, job);
-    }
-
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            Err(Error::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Waiters of this client parked on locks, for releases to hand off to.
-    pub(crate) fn handoffs(&self) -> &Handoffs {
-        &self.core.handoffs
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // The last handle and the last guard are gone: stop the watchdog and the hub. The
-        // release task ends by itself once it has finished the jobs already sent.
-        self.tasks.cancel();
-    }
-}
 
 /// A connection to Redis that hands out Redisson-compatible locks.
 ///
@@ -87,22 +29,22 @@ impl Drop for Shared {
 /// ```
 #[derive(Clone)]
 pub struct LockClient {
-    shared: Arc<Shared>,
+    engine: Arc<Engine>,
 }
 
 #[cfg(test)]
 impl LockClient {
-    /// The engine's handles, for unit tests that drive it with kinds of their own.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The engine, for unit tests that drive it with kinds of their own.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
     }
 }
 
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockClient")
-            .field("client_id", &self.shared.client_id)
-            .field("config", &self.shared.config)
+            .field("client_id", &self.engine.client_id)
+            .field("config", &self.engine.config)
             .finish()
     }
 }
@@ -134,52 +76,8 @@ impl LockClient {
     /// # Errors
     /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
     pub async fn with_config(config: Config) -> Result<LockClient> {
-        config.validate()?;
-        let mut conn = connect::open(&config, None).await?;
-        let mode = connect::publish_mode(&mut conn, &config).await?;
-        connect::require_replica_sync(&mut conn, &config).await?;
-        let cluster = conn.is_cluster();
-        let protocol = Protocol::new(conn.clone(), mode.publish_command(), config.replica_sync());
-
-        let tasks = CancellationToken::new();
-        let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
-        let client_id = uuid::Uuid::new_v4().to_string();
-        let holds = Arc::new(Holds::new(config.watchdog_timeout(), &client_id));
-        let (jobs, rx) = mpsc::unbounded_channel();
-        let latches = Arc::new(SpentLatches::default());
-        let releaser = Core {
-            protocol: protocol.clone(),
-            latches: latches.clone(),
-            holds: holds.clone(),
-            hub: hub.clone(),
-            // On a cluster in classic mode, a channel's listeners may sit on any node: one
-            // node's count cannot show this client alone, so releases never hand off there.
-            handoffs: Arc::new(Handoffs::new(
-                config.local_handoff() && !(cluster && mode == PublishMode::Publish),
-            )),
-            jobs: jobs.downgrade(),
-            pending: Arc::default(),
-            key_prefix: config.key_prefix().into(),
-            watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
-        };
-        spawn_watchdog(releaser.clone(), &config, tasks.clone()).await?;
-        tokio::spawn(release::run_release_task(releaser.clone(), rx));
-        tokio::spawn(release::run_latch_sweeper(
-            protocol.clone(),
-            latches.clone(),
-            tasks.clone(),
-        ));
-
-        tracing::debug!(client_id, "lock client connected");
         Ok(LockClient {
-            shared: Arc::new(Shared {
-                config,
-                client_id,
-                core: releaser,
-                jobs,
-                closed: AtomicBool::new(false),
-                tasks,
-            }),
+            engine: Engine::start(config).await?,
         })
     }
 
@@ -195,7 +93,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.shared.clone(), name.into())
+        Lock::new(self.engine.clone(), name.into())
     }
 
     /// A handle on the fenced lock named `name` (Redisson's `getFencedLock(name)`): a lock
@@ -226,17 +124,17 @@ impl LockClient {
 
     /// This client's UUID: the `<client-uuid>` part of every owner field it writes.
     pub fn client_id(&self) -> &str {
-        &self.shared.client_id
+        &self.engine.client_id
     }
 
     /// The configuration the client runs with.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.engine.config
     }
 
     /// How many locks (distinct keys and owners) this client holds right now.
     pub fn held_locks(&self) -> usize {
-        self.shared.core.holds.len()
+        self.engine.core.holds.len()
     }
 
     /// How many acquire calls of this client are asleep right now, waiting for a lock to be
@@ -250,88 +148,26 @@ impl LockClient {
     /// # }
     /// ```
     pub fn waiting(&self) -> usize {
-        self.shared.handoffs().parked()
+        self.engine.handoffs().parked()
     }
 
     /// How many held locks the watchdog is renewing right now.
     pub fn renewed_locks(&self) -> usize {
-        self.shared.core.holds.renewed_len()
+        self.engine.core.holds.renewed_len()
     }
 
     /// Releases every lock this client still holds, waits for pending background releases,
     /// deletes the spent unlock latches not yet swept, and stops the client's tasks. Guards
     /// still alive see their lock-lost signal fire; any later operation fails with
-    /// [`Error::Shutdown`]. Idempotent.
+    /// [`Error::Shutdown`](crate::Error::Shutdown). Idempotent.
     ///
     /// Release failures (Redis unreachable) are logged, not returned: those locks end when
     /// their lease runs out, since nothing renews them any more.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the work runs on a task of its own, which a dropped call leaves running to
+    /// the end. A later call (or one made concurrently) returns once that work is done.
     pub async fn shutdown(&self) {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let shared = &self.shared;
-        shared.handoffs().close();
-        for held in shared.core.holds.drain() {
-            shared.core.release_holds(&held);
-        }
-        let (done, flushed) = oneshot::channel();
-        shared.send_job(Job::Flush(done));
-        let _ = flushed.await;
-        // The sweeper's last sweep may have met the fault that made this shutdown (a cut
-        // connection is still reconnecting): try again, pausing, for a bounded time.
-        shared
-            .core
-            .latches
-            .sweep_until(&shared.core.protocol, SHUTDOWN_SWEEP)
-            .await;
-        shared.tasks.cancel();
+        self.engine.shutdown().await;
     }
-}
-
-/// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
-/// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
-/// long computation) must not stall renewal, or its locks would expire under it. (Redisson
-/// renews from Netty's threads for the same reason.) Returns once the connection is made.
-async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
-    let config = config.clone();
-    let publish = core.protocol.publish_command();
-    // (Its own connections, the client's view of the cluster.)
-    let topology = core.protocol.connection().topology().cloned();
-    let (ready, connected) = oneshot::channel();
-    std::thread::Builder::new()
-        .name("redisson-lock-watchdog".into())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(err) => {
-                    let _ = ready.send(Err(Error::Config(format!("watchdog runtime: {err}"))));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                match connect::open(&config, topology.as_ref()).await {
-                    Ok(conn) => {
-                        let watchdog = Watchdog {
-                            protocol: Protocol::new(conn, publish, config.replica_sync()),
-                            core,
-                            lease: config.watchdog_timeout(),
-                            interval: config.renewal_interval(),
-                            batch_size: config.renewal_batch_size(),
-                        };
-                        let _ = ready.send(Ok(()));
-                        watchdog.run(shutdown).await;
-                    }
-                    Err(err) => {
-                        let _ = ready.send(Err(err));
-                    }
-                }
-            });
-        })
-        .map_err(|err| Error::Config(format!("cannot start the watchdog thread: {err}")))?;
-    connected
-        .await
-        .unwrap_or_else(|_| Err(Error::Config("the watchdog thread ended".into())))
 }

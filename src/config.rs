@@ -7,6 +7,10 @@ use redis::IntoConnectionInfo;
 
 use crate::error::{Error, Result};
 
+/// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
+/// with an error *after* the script's earlier writes, so the bound is checked before sending.
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Which command an unlock uses to wake waiters, and so which kind of subscription waiters make.
 ///
 /// Redisson uses `PUBLISH`/`SUBSCRIBE` everywhere except on a Redis ≥ 7 cluster, where it
@@ -420,7 +424,7 @@ impl Config {
                 self.watchdog_timeout
             )));
         }
-        if self.watchdog_timeout > crate::engine::holds::MAX_LEASE {
+        if self.watchdog_timeout > MAX_LEASE {
             return Err(Error::Config(format!(
                 "watchdog timeout {:?} is longer than the maximum of 100 years",
                 self.watchdog_timeout

@@ -28,6 +28,7 @@ mod client;
 mod config;
 mod engine;
 mod error;
+mod future;
 mod kinds;
 pub mod names;
 mod owner;

@@ -50,7 +50,31 @@ pub fn lock_channel(key: &str) -> String {
 /// assert_eq!(names::cluster_slot(&names::lock_channel("orders")), names::cluster_slot("orders"));
 /// ```
 pub fn cluster_slot(key: &str) -> u16 {
-    crate::transport::slots::slot_of(key)
+    let bytes = key.as_bytes();
+    let hashed = match bytes.iter().position(|&b| b == b'{') {
+        Some(open) => match bytes[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+            _ => bytes,
+        },
+        None => bytes,
+    };
+    crc16(hashed) % 16384
+}
+
+/// CRC16 (XMODEM), as Redis Cluster hashes keys.
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in bytes {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
 }
 
 /// A fenced lock's token counter, as Redisson's `RFencedLock` names it: incremented on every
@@ -130,6 +154,23 @@ pub(crate) fn new_request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_match_the_cluster_spec() {
+        // The Redis Cluster specification's test vector, and its hash tag examples.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(cluster_slot("123456789"), 12739);
+        assert_eq!(
+            cluster_slot("{user1000}.following"),
+            cluster_slot("{user1000}.followers")
+        );
+        assert_eq!(cluster_slot("foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
+        assert_eq!(cluster_slot("foo{{bar}}zap"), cluster_slot("{bar"));
+        assert_eq!(cluster_slot("foo{bar}{zap}"), cluster_slot("bar"));
+        // A lock's derived names share its slot.
+        let key = "orders:42";
+        assert_eq!(cluster_slot(&lock_channel(key)), cluster_slot(key));
+    }
 
     #[test]
     fn channel_wraps_plain_names_in_a_hash_tag() {

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Shared;
 use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
 use crate::engine::holds::{Lease, Ticket};
 use crate::engine::release::{Job, PendingAttempt};
 use crate::engine::request::AcquireRequest;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::raw::{Attempt, Kind, Waiting};
@@ -42,7 +42,7 @@ pub(crate) struct Granted {
 pub(crate) struct Target<'a> {
     /// The kind's protocol: its scripts, its channel, whether it hands off.
     pub(crate) raw: &'static Kind,
-    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) shared: &'a Arc<Engine>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) key: &'a Arc<str>,
 }

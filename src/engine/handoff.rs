@@ -34,10 +34,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::engine::holds::{Holds, Lease, Ticket};
-use crate::engine::request::LatchCell;
 use crate::owner::Owner;
 use crate::raw::Kind;
 use crate::raw::{AcquireArgs, Attempt};
+
+/// The call's current latch, shared with its hand-off slot (a hand-off must acquire under the
+/// latch the call uses now).
+pub(crate) type LatchCell = Arc<Mutex<Arc<str>>>;
 
 /// How long a key's state outlives its last use (its subscriber count goes with it).
 const KEEP: Duration = Duration::from_secs(2);

@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 
 use tokio::time::Instant;
 
-use crate::client::Shared;
 use crate::engine::holds::{Lease, Surrender, Ticket};
 use crate::engine::release::{Job, Unlock};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
 use crate::raw::Kind;
@@ -21,7 +21,7 @@ use crate::raw::Release;
 /// lost signal live there, shared with the owner's other guards of the lock), and its lease.
 /// 24 bytes: a program holding 100k locks keeps 100k of these.
 pub(crate) struct Hold {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<Engine>,
     pub(crate) ticket: Ticket,
     lease: PackedLease,
 }
@@ -41,7 +41,7 @@ impl From<Lease> for PackedLease {
 }
 
 impl Hold {
-    pub(crate) fn new(shared: Arc<Shared>, ticket: Ticket, lease: Lease) -> Hold {
+    pub(crate) fn new(shared: Arc<Engine>, ticket: Ticket, lease: Lease) -> Hold {
         Hold {
             shared,
             ticket,
@@ -179,7 +179,7 @@ impl Hold {
 
 /// Sends its unlock to the background task if dropped while still armed.
 struct ArmedJob<'a> {
-    shared: &'a Shared,
+    shared: &'a Engine,
     unlock: Option<Unlock>,
 }
 
@@ -192,11 +192,11 @@ impl Drop for ArmedJob<'_> {
 }
 
 /// An unlock with a hand-off, in flight.
-type Releasing = crate::engine::BoxFuture<'static, redis::RedisResult<(Release, Instant)>>;
+type Releasing = crate::future::BoxFuture<'static, redis::RedisResult<(Release, Instant)>>;
 
 /// Awaits a [`Releasing`]; dropped before it is done, hands it to the release task to finish.
 struct Finishing<'a> {
-    shared: &'a Shared,
+    shared: &'a Engine,
     hold: crate::engine::release::HoldKey,
     release: Option<Releasing>,
 }

@@ -33,9 +33,7 @@ pub use signal::LostReason;
 pub(crate) use signal::LostSignal;
 use signal::{clock_base, AtomicStamp};
 
-/// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
-/// with an error *after* the script's earlier writes, so the bound is checked before sending.
-pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub(crate) use crate::config::MAX_LEASE;
 
 /// How a hold's lease is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

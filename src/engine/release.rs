@@ -1,5 +1,5 @@
-//! Releasing holds: the unlock with its retries, the background task that finishes what
-//! `Drop` and cancelled futures cannot await, and the sweeper of spent unlock latches.
+//! Releasing holds: the unlock with its retries, and the background task that finishes what
+//! `Drop` and cancelled futures cannot await.
 //!
 //! `Drop` never blocks and never spawns: it sends a [`Job`] down an unbounded channel to the
 //! client's release task, which runs each job on its own task. An unlock is re-sent with the
@@ -10,11 +10,7 @@
 //! listener count in the same write, and settles their answers. That work must finish even if
 //! the caller goes away, so an explicit unlock with an offer runs as a future of its own, which
 //! a dropped caller hands to the release task ([`Job::Finish`]).
-//!
-//! Once an unlock's answer is read its latch is spent (no re-send will come), but it would
-//! linger until its PX runs out. Spent latches are gathered for [`LATCH_SWEEP`] and deleted
-//! together in one `DEL`: under load that is one command per sweep instead of one per unlock,
-//! and the unlock itself costs exactly its script call.
+//! Spent latches go to [`SpentLatches`](crate::engine::latches::SpentLatches).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,103 +21,18 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::handoff::{Handoffs, Offer};
-use crate::engine::holds::{Holds, LostHold};
-use crate::engine::request::Unsettled;
-use crate::engine::{join_all, BoxFuture};
+use crate::engine::handoff::Offer;
+use crate::engine::Core;
 use crate::names;
 use crate::raw::protocol::resend_deadline;
 use crate::raw::Kind;
-use crate::raw::{Attempt, Protocol, Release, UnlockArgs};
-use crate::transport::pubsub::Hub;
+use crate::raw::{Attempt, Release, UnlockArgs};
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
 /// well inside the latch's lifetime, so a re-send can never release twice.
 const UNLOCK_ATTEMPTS: u32 = 3;
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
-
-/// How long spent latches are gathered before one `DEL` removes them (far inside their PX).
-const LATCH_SWEEP: Duration = Duration::from_millis(50);
-/// Most latches one `DEL` names.
-const LATCHES_PER_DEL: usize = 512;
-/// `DEL`s of a sweep sent before the first answer is awaited.
-const DELS_IN_FLIGHT: usize = 64;
-
-/// Unlock latches whose answers have been read, waiting for the next sweep.
-#[derive(Default)]
-pub(crate) struct SpentLatches {
-    pending: Mutex<Vec<String>>,
-    /// Signalled when the first latch of a sweep arrives.
-    arrived: Notify,
-    /// Held by the sweep in flight: a sweep at shutdown must wait for the sweeper's, whose
-    /// latches are out of `pending` until its `DEL`s answer (or are put back).
-    sweeping: tokio::sync::Mutex<()>,
-}
-
-impl SpentLatches {
-    /// Queues a spent latch for deletion (never blocks, never sends).
-    pub(crate) fn retire(&self, latch: String) {
-        let mut pending = self.pending.lock();
-        pending.push(latch);
-        if pending.len() == 1 {
-            self.arrived.notify_one();
-        }
-    }
-
-    /// Deletes every latch queued so far, each `DEL` confirmed. A `DEL` that fails puts its
-    /// latches back for the next sweep (`false`): a latch left behind would linger for its
-    /// whole PX, long after every fault has healed.
-    pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
-        let _sweeping = self.sweeping.lock().await;
-        let mut spent = std::mem::take(&mut *self.pending.lock());
-        // (One `DEL`'s keys must be ones the topology lets share a call.)
-        let batches = protocol
-            .connection()
-            .batches(&mut spent, |l| l, LATCHES_PER_DEL);
-        // [`DELS_IN_FLIGHT`] at once: what is queued for one node goes out in one write (on a
-        // cluster each slot's `DEL` is its own command), without a future per slot held at
-        // once (thousands after a burst of acquires over many slots).
-        let mut swept = true;
-        for group in batches.chunks(DELS_IN_FLIGHT) {
-            let deletes = group
-                .iter()
-                .map(|batch| -> BoxFuture<'_, _> {
-                    Box::pin(async move { (*batch, protocol.delete_latches(batch).await) })
-                })
-                .collect();
-            for (batch, deleted) in join_all(deletes).await {
-                if deleted.is_err() {
-                    swept = false;
-                    self.pending.lock().extend_from_slice(batch);
-                }
-            }
-        }
-        swept
-    }
-
-    /// [`SpentLatches::sweep`] again after each failure, pausing between tries, until every
-    /// queued latch is deleted or `budget` has passed (a latch left then lingers for its PX).
-    pub(crate) async fn sweep_until(&self, protocol: &Protocol, budget: Duration) -> bool {
-        let deadline = Instant::now() + budget;
-        let mut pause = LATCH_SWEEP;
-        loop {
-            if self.sweep(protocol).await {
-                return true;
-            }
-            if Instant::now() + pause > deadline {
-                tracing::warn!(
-                    latches = self.pending.lock().len(),
-                    "spent latches could not be deleted; they expire by themselves"
-                );
-                return false;
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(400));
-        }
-    }
-}
 
 /// Background work on an owner's holds of a lock (a release, the settling of a lost acquire
 /// answer), counted per `(key, field)` until it is done.
@@ -142,12 +53,12 @@ pub(crate) struct PendingReleases {
 pub(crate) type HoldKey = (Arc<str>, Arc<str>);
 
 impl PendingReleases {
-    fn begin(&self, hold: &HoldKey) {
+    pub(crate) fn begin(&self, hold: &HoldKey) {
         *self.by_hold.lock().entry(hold.clone()).or_default() += 1;
         self.total.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn end(&self, hold: &HoldKey) {
+    pub(crate) fn end(&self, hold: &HoldKey) {
         {
             let mut by_hold = self.by_hold.lock();
             if let Some(n) = by_hold.get_mut(hold) {
@@ -187,131 +98,6 @@ impl PendingReleases {
                 None => done.await,
             }
         }
-    }
-}
-
-/// Deletes spent latches a sweep at a time until `shutdown`, then once more.
-pub(crate) async fn run_latch_sweeper(
-    protocol: Protocol,
-    latches: Arc<SpentLatches>,
-    shutdown: CancellationToken,
-) {
-    let mut swept = true;
-    while !shutdown.is_cancelled() {
-        // After a failed sweep the latches are still queued: retry without waiting for more.
-        if swept {
-            tokio::select! {
-                _ = latches.arrived.notified() => {}
-                _ = shutdown.cancelled() => break,
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(LATCH_SWEEP) => {}
-            _ = shutdown.cancelled() => {}
-        }
-        swept = latches.sweep(&protocol).await;
-    }
-    latches.sweep(&protocol).await;
-}
-
-/// The engine's shared handles, each held once: the scripts' protocol, the registry of holds,
-/// the subscription hub, the hand-off queues, spent latches, pending background work, and the
-/// way to the release task. Cheap to clone (the client, the release task and the watchdog
-/// each have one).
-#[derive(Clone)]
-pub(crate) struct Core {
-    pub(crate) protocol: Protocol,
-    pub(crate) latches: Arc<SpentLatches>,
-    pub(crate) holds: Arc<Holds>,
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) handoffs: Arc<Handoffs>,
-    /// For holds a hand-off acquired for a waiter that had gone (weak: the release task's own
-    /// copy must not keep its channel open).
-    pub(crate) jobs: mpsc::WeakUnboundedSender<Job>,
-    pub(crate) pending: Arc<PendingReleases>,
-    /// The client's key prefix, to name a lock from its key in logs.
-    pub(crate) key_prefix: Arc<str>,
-    /// The watchdog lease in ms (what a partial unlock resets the TTL to).
-    pub(crate) watchdog_lease_ms: u64,
-}
-
-impl Core {
-    /// Hands work to the release task (while it runs; never blocks).
-    pub(crate) fn send(&self, job: Job) {
-        if let Some(jobs) = self.jobs.upgrade() {
-            self.send_on(&jobs, job);
-        }
-    }
-
-    /// Hands work to the release task over `jobs`, counting it as pending on its hold.
-    pub(crate) fn send_on(&self, jobs: &mpsc::UnboundedSender<Job>, job: Job) {
-        let hold = job.hold();
-        if let Some(hold) = &hold {
-            self.pending.begin(hold);
-        }
-        if let Err(mpsc::error::SendError(job)) = jobs.send(job) {
-            // After shutdown the task is gone: the hold then ends with its lease.
-            if let Some(hold) = job.hold() {
-                self.pending.end(&hold);
-            }
-        }
-    }
-
-    /// Forgets the entry of `ticket` if its lock was found lost, and releases what may remain.
-    pub(crate) fn forget_lost(&self, ticket: &crate::engine::holds::Ticket) {
-        if let Some(lost) = self.holds.forget_lost(ticket) {
-            self.release_lost(&lost);
-        }
-    }
-
-    /// Releases a hold declared lost by the lease clock: it may still be in Redis (the clock
-    /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
-    /// later one whose answer was lost). Left there, it would block others for up to a lease,
-    /// and the owner's next acquire would count it twice. One unlock per hold it had.
-    pub(crate) fn release_lost(&self, lost: &LostHold) {
-        if !lost.may_remain() {
-            return;
-        }
-        tracing::debug!(key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
-        self.release_holds(lost);
-    }
-
-    /// The lock name of `key` (the key without the client's prefix; the same allocation when
-    /// there is none).
-    pub(crate) fn name_of(&self, key: &Arc<str>) -> Arc<str> {
-        match key.strip_prefix(&*self.key_prefix) {
-            Some(name) if !self.key_prefix.is_empty() => name.into(),
-            _ => key.clone(),
-        }
-    }
-
-    /// Has the release task release every hold `lost` had, one unlock each (the unlock
-    /// script takes one hold off per call), with the watchdog lease for what remains.
-    pub(crate) fn release_holds(&self, lost: &LostHold) {
-        let name = self.name_of(&lost.key);
-        for _ in 0..lost.holds {
-            let unlock = Unlock::new(
-                lost.raw,
-                name.clone(),
-                lost.key.clone(),
-                lost.field.clone(),
-                self.watchdog_lease_ms,
-            );
-            self.send(Job::Unlock(unlock));
-        }
-    }
-
-    /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
-    /// are parked on it.
-    pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
-        // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
-        // do not hand off.)
-        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.wait_for(&unlock.key).is_some()
-        {
-            return None;
-        }
-        self.handoffs
-            .offer(&unlock.key, unlock.raw, self.hub.is_connected())
     }
 }
 
@@ -447,8 +233,15 @@ impl Unlock {
     }
 }
 
+/// A lost answer to settle in the background: does the latch exist? If so, release the hold.
+pub(crate) struct Unsettled {
+    pub(crate) unlock: Unlock,
+    pub(crate) latch: Arc<str>,
+    pub(crate) since: Instant,
+}
+
 /// An acquire whose caller went away while it was in flight.
-pub(crate) type PendingAttempt = crate::engine::BoxFuture<'static, redis::RedisResult<Attempt>>;
+pub(crate) type PendingAttempt = crate::future::BoxFuture<'static, redis::RedisResult<Attempt>>;
 
 /// Work for the release task.
 pub(crate) enum Job {
@@ -464,14 +257,14 @@ pub(crate) enum Job {
     Resolve(Unsettled),
     /// Finish an unlock of `HoldKey` with a hand-off whose caller went away (its answers must be
     /// settled).
-    Finish(HoldKey, crate::engine::BoxFuture<'static, ()>),
+    Finish(HoldKey, crate::future::BoxFuture<'static, ()>),
     /// Answer once every job sent before this one has finished.
     Flush(oneshot::Sender<()>),
 }
 
 impl Job {
     /// The hold the job works on, if any.
-    fn hold(&self) -> Option<HoldKey> {
+    pub(crate) fn hold(&self) -> Option<HoldKey> {
         let unlock = match self {
             Job::Unlock(unlock) | Job::UnlockThen(unlock, _) => unlock,
             Job::FinishAttempt(_, unsettled) | Job::Resolve(unsettled) => &unsettled.unlock,

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::client::Shared;
-use crate::engine::release::{Job, PendingAttempt, Unlock};
+use crate::engine::handoff::LatchCell;
+use crate::engine::release::{Job, PendingAttempt, Unlock, Unsettled};
+use crate::engine::Engine;
 use crate::names;
 use crate::raw::AcquireArgs;
 use crate::raw::Kind;
@@ -29,7 +30,7 @@ use crate::raw::Kind;
 /// One acquire call, as Redis sees it.
 pub(crate) struct AcquireRequest {
     raw: &'static Kind,
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     name: Arc<str>,
     key: Arc<str>,
     field: Arc<str>,
@@ -37,10 +38,6 @@ pub(crate) struct AcquireRequest {
     latch: LatchCell,
     state: Mutex<State>,
 }
-
-/// The call's current latch, shared with its hand-off slot (a hand-off must acquire under the
-/// latch the call uses now).
-pub(crate) type LatchCell = Arc<Mutex<Arc<str>>>;
 
 struct State {
     /// The first send whose answer was lost, while no later answer has been read.
@@ -50,17 +47,10 @@ struct State {
     handed_over: bool,
 }
 
-/// A lost answer to settle in the background: does the latch exist? If so, release the hold.
-pub(crate) struct Unsettled {
-    pub(crate) unlock: Unlock,
-    pub(crate) latch: Arc<str>,
-    pub(crate) since: Instant,
-}
-
 impl AcquireRequest {
     pub(crate) fn new(
         raw: &'static Kind,
-        shared: Arc<Shared>,
+        shared: Arc<Engine>,
         name: Arc<str>,
         key: Arc<str>,
         field: Arc<str>,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use crate::engine::holds::{Lease, LostHold, Node};
-use crate::engine::release::Core;
+use crate::engine::Core;
 use crate::raw::protocol::{is_no_script, not_replicated};
 use crate::raw::Kind;
 use crate::raw::Protocol;
@@ -171,7 +171,7 @@ impl Watchdog {
                     ((host, port), members, sent_at, replies, unsynced)
                 }));
             }
-            for (node, members, sent_at, replies, unsynced) in crate::engine::join_all(writes).await
+            for (node, members, sent_at, replies, unsynced) in crate::future::join_all(writes).await
             {
                 let replies = match replies {
                     Ok(replies) => replies,
@@ -257,13 +257,13 @@ impl Watchdog {
 /// connection); a few hide the round trip.
 const BATCHES_IN_FLIGHT: usize = 4;
 
-type RenewCall = crate::engine::BoxFuture<'static, redis::RedisResult<Vec<bool>>>;
+type RenewCall = crate::future::BoxFuture<'static, redis::RedisResult<Vec<bool>>>;
 /// A batch in flight: its index in the cycle, when it was sent, and the call.
 type InFlightBatch = (usize, Instant, RenewCall);
 
 /// One master's pipelined write of a cycle: the master, the batches it carries, when it was
 /// sent, one answer per batch, and whether its replicas failed to acknowledge it.
-type NodeWrite = crate::engine::BoxFuture<
+type NodeWrite = crate::future::BoxFuture<
     'static,
     (
         (String, u16),

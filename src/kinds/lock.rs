@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::client::Shared;
 use crate::engine::acquire::{Granted, Target};
 use crate::engine::holds::{Lease, MAX_LEASE};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::names;
@@ -62,7 +62,7 @@ use crate::raw::{KeyKind, Kind};
 /// ```
 #[derive(Clone)]
 pub struct Lock {
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     name: Arc<str>,
     /// The name with the key prefix; the same allocation as `name` when there is no prefix.
     key: Arc<str>,
@@ -82,7 +82,7 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(shared: Arc<Shared>, name: String) -> Self {
+    pub(crate) fn new(shared: Arc<Engine>, name: String) -> Self {
         let name: Arc<str> = name.into();
         let key = match shared.config.key_prefix() {
             "" => name.clone(),

@@ -9,7 +9,7 @@ use super::protocol::{
     UnlockArgs,
 };
 use super::rlock::{self, AcquireScript, RLOCK};
-use crate::engine::BoxFuture;
+use crate::future::BoxFuture;
 
 static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/fenced_acquire.lua"));
 

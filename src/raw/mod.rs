@@ -15,14 +15,12 @@ pub(crate) mod fenced;
 pub(crate) mod protocol;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
-#[cfg(test)]
-mod sketches;
 
 use std::borrow::Cow;
 
 use redis::RedisResult;
 
-use crate::engine::BoxFuture;
+use crate::future::BoxFuture;
 pub(crate) use protocol::{
     AcquireArgs, Attempt, Call, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
 };

@@ -19,7 +19,7 @@ use super::protocol::{
     UnlockArgs, LATCH_TTL_MS,
 };
 use super::rlock::{self, AcquireScript, RLOCK};
-use crate::engine::BoxFuture;
+use crate::future::BoxFuture;
 use crate::names;
 
 static READ_ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/read_acquire.lua"));

@@ -243,7 +243,7 @@ impl super::RawLock for RLock {
         &self,
         protocol: &Protocol,
         args: AcquireArgs<'_>,
-    ) -> crate::engine::BoxFuture<'static, RedisResult<Attempt>> {
+    ) -> crate::future::BoxFuture<'static, RedisResult<Attempt>> {
         Box::pin(acquire(&RLOCK_ACQUIRE, protocol, args))
     }
 
@@ -251,7 +251,7 @@ impl super::RawLock for RLock {
         &'a self,
         protocol: &'a Protocol,
         args: UnlockArgs<'a>,
-    ) -> crate::engine::BoxFuture<'a, RedisResult<Release>> {
+    ) -> crate::future::BoxFuture<'a, RedisResult<Release>> {
         Box::pin(unlock(protocol, args))
     }
 
@@ -260,7 +260,7 @@ impl super::RawLock for RLock {
         protocol: &'a Protocol,
         args: UnlockArgs<'a>,
         then_acquire: Option<AcquireArgs<'a>>,
-    ) -> crate::engine::BoxFuture<'a, RedisResult<Pipelined>> {
+    ) -> crate::future::BoxFuture<'a, RedisResult<Pipelined>> {
         Box::pin(unlock_and_count(
             &RLOCK_ACQUIRE,
             protocol,
@@ -273,7 +273,7 @@ impl super::RawLock for RLock {
         &'a self,
         protocol: &'a Protocol,
         key: &'a str,
-    ) -> crate::engine::BoxFuture<'a, RedisResult<bool>> {
+    ) -> crate::future::BoxFuture<'a, RedisResult<bool>> {
         Box::pin(async move { force_unlock(protocol, key, &self.channel(key)).await })
     }
 

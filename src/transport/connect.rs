@@ -3,10 +3,8 @@
 //! commands that mode needs.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
+use super::node::{connect_error, connect_manager};
 use super::sentinel::SentinelConnection;
 use super::topology::Topology;
 use super::Connection;
@@ -104,21 +102,6 @@ pub(crate) async fn require_replica_sync(conn: &mut Connection, config: &Config)
 const REPLICA_SYNC_NEEDED_BY: &str =
     "replica sync (Config::with_replica_sync, on by default as Redisson's checkLockSyncedSlaves; turn it off with with_replica_sync(None))";
 
-pub(crate) async fn connect_manager(
-    client: redis::Client,
-    config: &Config,
-) -> Result<ConnectionManager> {
-    let manager = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(config.connect_timeout()))
-        .set_response_timeout(Some(config.response_timeout()))
-        .set_number_of_retries(3)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, manager)
-        .await
-        .map_err(connect_error)
-}
-
 /// What the sharded publish mode sends: unlock scripts publish with the first, waiters
 /// subscribe and leave with the others.
 const SHARDED_COMMANDS: &[&str] = &["SPUBLISH", "SSUBSCRIBE", "SUNSUBSCRIBE"];
@@ -138,7 +121,7 @@ async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &
         .and_then(|reply| Ok(redis::from_redis_value::<Vec<redis::Value>>(reply)?));
     let info = match info {
         Ok(info) => info,
-        Err(err) if err.code() == Some("NOPERM") => {
+        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) => {
             tracing::debug!(error = %err, "COMMAND INFO refused; commands not checked at connect");
             return Ok(());
         }
@@ -155,28 +138,4 @@ async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &
         }),
         None => Ok(()),
     }
-}
-
-pub(crate) fn pubsub_error(err: redis::RedisError) -> Error {
-    if err.kind() == redis::ErrorKind::RESP3NotSupported
-        || err.to_string().contains("unknown command 'HELLO'")
-    {
-        return Error::Config(
-            "the server does not speak RESP3 (HELLO 3 refused): waiting on locks needs Redis 6 or newer".into(),
-        );
-    }
-    connect_error(err)
-}
-
-pub(crate) fn connect_error(err: redis::RedisError) -> Error {
-    if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || err.code() == Some("WRONGPASS")
-        || err.code() == Some("NOAUTH")
-    {
-        return Error::Authentication(err);
-    }
-    if err.code() == Some("NOPERM") {
-        return Error::Redis(err);
-    }
-    Error::Connection(err)
 }

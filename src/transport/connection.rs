@@ -165,7 +165,7 @@ impl Connection {
             Connection::Cluster(conn, ..) => {
                 // redis-rs would route a pipeline by its first keyed command, and refuse one
                 // whose keyless `PUBSUB` it routes elsewhere: name the node.
-                let route = Route::new(slots::slot_of(key), SlotAddr::Master);
+                let route = Route::new(crate::names::cluster_slot(key), SlotAddr::Master);
                 conn.route_pipeline(
                     pipe.clone(),
                     0,

@@ -7,6 +7,7 @@
 pub(crate) mod connect;
 mod connection;
 mod direct;
+mod node;
 pub(crate) mod pubsub;
 pub(crate) mod sentinel;
 pub(crate) mod slots;

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::transport::connect::{connect_error, connect_manager};
+use crate::transport::node::{connect_error, connect_manager};
 use crate::transport::{node_info, NodeAddr};
 
 /// How often the sentinels are asked where the master is (Redisson's `scanInterval`).
@@ -139,8 +139,11 @@ impl SentinelConnection {
 /// Whether `err` says the node answering may not be the master any more (a stopped or
 /// unreachable master times out).
 fn suspicious(err: &redis::RedisError) -> bool {
-    matches!(err.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
-        || crate::error::has_code(err, "READONLY")
+    use redis::ServerErrorKind::{BusyLoading, MasterDown, ReadOnly};
+    matches!(
+        err.kind(),
+        redis::ErrorKind::Server(ReadOnly | MasterDown | BusyLoading)
+    ) || crate::error::has_code(err, "READONLY")
         || err.is_timeout()
         || err.is_connection_dropped()
         || err.is_connection_refusal()

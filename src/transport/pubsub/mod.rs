@@ -148,7 +148,7 @@ impl Hub {
             router
                 .start(shutdown)
                 .await
-                .map_err(crate::transport::connect::pubsub_error)?;
+                .map_err(crate::transport::node::pubsub_error)?;
             return Ok(hub);
         }
         let endpoint = match conn {
@@ -174,7 +174,7 @@ impl Hub {
         let first = task
             .connect()
             .await
-            .map_err(crate::transport::connect::pubsub_error)?;
+            .map_err(crate::transport::node::pubsub_error)?;
         tokio::spawn(task.run(first, shutdown));
         Ok(hub)
     }

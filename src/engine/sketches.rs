@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, UnlockArgs};
-use super::rlock::RLOCK;
-use super::{Kind, RawLock, Waiting};
 use crate::engine::acquire::{Granted, Target};
 use crate::engine::holds::Lease;
-use crate::engine::BoxFuture;
+use crate::future::BoxFuture;
+use crate::raw::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, UnlockArgs};
+use crate::raw::rlock::RLOCK;
+use crate::raw::{Kind, RawLock, Waiting};
 use crate::{Config, LockClient, Owner};
 
 /// RLock's scripts, waiting by backoff (its unlock's message is never listened to).
@@ -100,7 +100,7 @@ rlock_but!(QueueSketch {
     ) -> Option<BoxFuture<'static, RedisResult<()>>> {
         let mut cmd = redis::cmd("RPUSH");
         cmd.arg(format!("withdrawn:{key}")).arg(field);
-        let mut conn = protocol.conn.clone();
+        let mut conn = protocol.connection().clone();
         Some(Box::pin(async move { cmd.query_async(&mut conn).await }))
     }
 });
@@ -173,7 +173,7 @@ async fn acquire(
     owner: Owner,
     wait: Option<Duration>,
 ) -> Option<Granted> {
-    let shared = client.shared();
+    let shared = client.engine();
     let name: Arc<str> = name.into();
     let target = Target {
         raw: kind,

@@ -1,0 +1,299 @@
+//! The client's engine: the handles every lock shares ([`Core`]), and the [`Engine`] that
+//! owns them with the client's identity, its settings and its background tasks (the release
+//! task, the latch sweeper, the watchdog's thread), from start to shutdown.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, PublishMode};
+use crate::engine::handoff::{Handoffs, Offer};
+use crate::engine::holds::{Holds, Lease, LostHold};
+use crate::engine::latches::{self, SpentLatches};
+use crate::engine::release::{self, Job, PendingReleases, Unlock};
+use crate::engine::watchdog::Watchdog;
+use crate::error::{Error, Result};
+use crate::raw::Protocol;
+use crate::transport::connect;
+use crate::transport::pubsub::Hub;
+
+/// How long a shutdown keeps trying to delete spent latches when Redis is not answering (a
+/// connection being re-made after a cut): each would otherwise linger for its PX.
+const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The engine's shared handles, each held once: the scripts' protocol, the registry of holds,
+/// the subscription hub, the hand-off queues, spent latches, pending background work, and the
+/// way to the release task. Cheap to clone (the client, the release task and the watchdog
+/// each have one).
+#[derive(Clone)]
+pub(crate) struct Core {
+    pub(crate) protocol: Protocol,
+    pub(crate) latches: Arc<SpentLatches>,
+    pub(crate) holds: Arc<Holds>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) handoffs: Arc<Handoffs>,
+    /// For holds a hand-off acquired for a waiter that had gone (weak: the release task's own
+    /// copy must not keep its channel open).
+    pub(crate) jobs: mpsc::WeakUnboundedSender<Job>,
+    pub(crate) pending: Arc<PendingReleases>,
+    /// The client's key prefix, to name a lock from its key in logs.
+    pub(crate) key_prefix: Arc<str>,
+    /// The watchdog lease in ms (what a partial unlock resets the TTL to).
+    pub(crate) watchdog_lease_ms: u64,
+}
+
+impl Core {
+    /// Hands work to the release task (while it runs; never blocks).
+    pub(crate) fn send(&self, job: Job) {
+        if let Some(jobs) = self.jobs.upgrade() {
+            self.send_on(&jobs, job);
+        }
+    }
+
+    /// Hands work to the release task over `jobs`, counting it as pending on its hold.
+    pub(crate) fn send_on(&self, jobs: &mpsc::UnboundedSender<Job>, job: Job) {
+        let hold = job.hold();
+        if let Some(hold) = &hold {
+            self.pending.begin(hold);
+        }
+        if let Err(mpsc::error::SendError(job)) = jobs.send(job) {
+            // After shutdown the task is gone: the hold then ends with its lease.
+            if let Some(hold) = job.hold() {
+                self.pending.end(&hold);
+            }
+        }
+    }
+
+    /// Forgets the entry of `ticket` if its lock was found lost, and releases what may remain.
+    pub(crate) fn forget_lost(&self, ticket: &crate::engine::holds::Ticket) {
+        if let Some(lost) = self.holds.forget_lost(ticket) {
+            self.release_lost(&lost);
+        }
+    }
+
+    /// Releases a hold declared lost by the lease clock: it may still be in Redis (the clock
+    /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
+    /// later one whose answer was lost). Left there, it would block others for up to a lease,
+    /// and the owner's next acquire would count it twice. One unlock per hold it had.
+    pub(crate) fn release_lost(&self, lost: &LostHold) {
+        if !lost.may_remain() {
+            return;
+        }
+        tracing::debug!(key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
+        self.release_holds(lost);
+    }
+
+    /// The lock name of `key` (the key without the client's prefix; the same allocation when
+    /// there is none).
+    pub(crate) fn name_of(&self, key: &Arc<str>) -> Arc<str> {
+        match key.strip_prefix(&*self.key_prefix) {
+            Some(name) if !self.key_prefix.is_empty() => name.into(),
+            _ => key.clone(),
+        }
+    }
+
+    /// Has the release task release every hold `lost` had, one unlock each (the unlock
+    /// script takes one hold off per call), with the watchdog lease for what remains.
+    pub(crate) fn release_holds(&self, lost: &LostHold) {
+        let name = self.name_of(&lost.key);
+        for _ in 0..lost.holds {
+            let unlock = Unlock::new(
+                lost.raw,
+                name.clone(),
+                lost.key.clone(),
+                lost.field.clone(),
+                self.watchdog_lease_ms,
+            );
+            self.send(Job::Unlock(unlock));
+        }
+    }
+
+    /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
+    /// are parked on it.
+    pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
+        // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
+        // do not hand off.)
+        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.wait_for(&unlock.key).is_some()
+        {
+            return None;
+        }
+        self.handoffs
+            .offer(&unlock.key, unlock.raw, self.hub.is_connected())
+    }
+}
+
+/// One client's engine: its identity, settings, the handles every lock shares and its
+/// background tasks. The client's handles, its locks and their guards hold it.
+pub(crate) struct Engine {
+    pub(crate) config: Config,
+    pub(crate) client_id: String,
+    /// Every handle the engine shares, held once (the release task and the watchdog have
+    /// their own copies of it).
+    pub(crate) core: Core,
+    jobs: mpsc::UnboundedSender<Job>,
+    closed: AtomicBool,
+    /// Set once a shutdown has finished.
+    shut: tokio::sync::watch::Sender<bool>,
+    tasks: CancellationToken,
+}
+
+impl Engine {
+    /// Hands work to the release task; never blocks (safe in `Drop`).
+    pub(crate) fn send_job(&self, job: Job) {
+        self.core.send_on(&self.jobs, job);
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waiters of this client parked on locks, for releases to hand off to.
+    pub(crate) fn handoffs(&self) -> &Handoffs {
+        &self.core.handoffs
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // The last handle and the last guard are gone: stop the watchdog and the hub. The
+        // release task ends by itself once it has finished the jobs already sent.
+        self.tasks.cancel();
+    }
+}
+
+impl Engine {
+    /// Connects as `config` says, and starts the background tasks.
+    pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
+        config.validate()?;
+        let mut conn = connect::open(&config, None).await?;
+        let mode = connect::publish_mode(&mut conn, &config).await?;
+        connect::require_replica_sync(&mut conn, &config).await?;
+        let cluster = conn.is_cluster();
+        let protocol = Protocol::new(conn.clone(), mode.publish_command(), config.replica_sync());
+
+        let tasks = CancellationToken::new();
+        let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
+        let client_id = uuid::Uuid::new_v4().to_string();
+        let holds = Arc::new(Holds::new(config.watchdog_timeout(), &client_id));
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let latches = Arc::new(SpentLatches::default());
+        let core = Core {
+            protocol: protocol.clone(),
+            latches: latches.clone(),
+            holds,
+            hub,
+            // On a cluster in classic mode, a channel's listeners may sit on any node: one
+            // node's count cannot show this client alone, so releases never hand off there.
+            handoffs: Arc::new(Handoffs::new(
+                config.local_handoff() && !(cluster && mode == PublishMode::Publish),
+            )),
+            jobs: jobs.downgrade(),
+            pending: Arc::default(),
+            key_prefix: config.key_prefix().into(),
+            watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
+        };
+        spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
+        tokio::spawn(release::run_release_task(core.clone(), rx));
+        tokio::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));
+        tracing::debug!(client_id, "lock client connected");
+        Ok(Arc::new(Engine {
+            config,
+            client_id,
+            core,
+            jobs,
+            closed: AtomicBool::new(false),
+            shut: tokio::sync::watch::channel(false).0,
+            tasks,
+        }))
+    }
+
+    /// Releases every hold, waits for the background releases, sweeps the spent latches and
+    /// stops the tasks; a second call waits for the first. The work runs on a task of its
+    /// own, so a caller that goes away does not leave it half done.
+    pub(crate) async fn shutdown(self: &Arc<Self>) {
+        let mut shut = self.shut.subscribe();
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let engine = self.clone();
+            tokio::spawn(async move {
+                engine.close().await;
+                engine.shut.send_replace(true);
+            });
+        }
+        let _ = shut.wait_for(|shut| *shut).await;
+    }
+
+    async fn close(&self) {
+        self.handoffs().close();
+        for held in self.core.holds.drain() {
+            self.core.release_holds(&held);
+        }
+        let (done, flushed) = oneshot::channel();
+        self.send_job(Job::Flush(done));
+        let _ = flushed.await;
+        // The sweeper's last sweep may have met the fault that made this shutdown (a cut
+        // connection is still reconnecting): try again, pausing, for a bounded time.
+        self.core
+            .latches
+            .sweep_until(&self.core.protocol, SHUTDOWN_SWEEP)
+            .await;
+        self.tasks.cancel();
+    }
+}
+
+/// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
+/// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
+/// long computation) must not stall renewal, or its locks would expire under it. (Redisson
+/// renews from Netty's threads for the same reason.) Returns once the connection is made.
+async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
+    let config = config.clone();
+    let publish = core.protocol.publish_command();
+    // (Its own connections, the client's view of the cluster.)
+    let topology = core.protocol.connection().topology().cloned();
+    let (ready, connected) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("redisson-lock-watchdog".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    let _ = ready.send(Err(Error::Config(format!("watchdog runtime: {err}"))));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match connect::open(&config, topology.as_ref()).await {
+                    Ok(conn) => {
+                        let watchdog = Watchdog {
+                            protocol: Protocol::new(conn, publish, config.replica_sync()),
+                            core,
+                            lease: config.watchdog_timeout(),
+                            interval: config.renewal_interval(),
+                            batch_size: config.renewal_batch_size(),
+                        };
+                        let _ = ready.send(Ok(()));
+                        watchdog.run(shutdown).await;
+                    }
+                    Err(err) => {
+                        let _ = ready.send(Err(err));
+                    }
+                }
+            });
+        })
+        .map_err(|err| Error::Config(format!("cannot start the watchdog thread: {err}")))?;
+    connected
+        .await
+        .unwrap_or_else(|_| Err(Error::Config("the watchdog thread ended".into())))
+}
