@@ -353,6 +353,25 @@ async fn shutdown_releases_everything_and_refuses_later_calls() {
     got.unlock().await.unwrap();
 }
 
+/// A shutdown whose caller goes away at once still finishes: the holds are released, and a
+/// second call returns once that work is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_shutdown_still_releases_everything() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let guards = [
+        client.lock("cs1").lock().await.unwrap(),
+        client.lock("cs2").lock().await.unwrap(),
+    ];
+    // Dropped at its first await: before any release went out.
+    let mut first = Box::pin(client.shutdown());
+    assert!(futures::poll!(first.as_mut()).is_pending());
+    drop(first);
+    client.shutdown().await;
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "cs1", "cs2"]), 0);
+    assert!(guards.iter().all(|g| g.is_lost()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_prefix_maps_key_and_channel() {
     let server = RedisServer::start();
