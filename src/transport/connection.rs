@@ -84,8 +84,8 @@ impl Connection {
                 conn.acked(acks);
                 true
             }
-            Connection::Cluster(_, topology, _) if acks == 0 => {
-                topology.recount(key).await == Some(0)
+            Connection::Cluster(cluster, topology, _) if acks == 0 => {
+                topology.recount(cluster, key).await == Some(0)
             }
             Connection::Cluster(_, topology, _) => {
                 topology.acked(key, acks);

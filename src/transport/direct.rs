@@ -9,8 +9,8 @@
 //! reconnects and retries. A master not known yet, or whose link is still opening, is skipped
 //! (the link opens in the background); an answer that says the map is stale (`MOVED`, `ASK`,
 //! `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`) or an I/O error sends the same call again through
-//! the cluster connection and has the topology read again. Every lock command is idempotent by its latch, so sending it
-//! again is exact, as for redis-rs's own re-sends.
+//! the cluster connection and has the topology read again. Every lock command is idempotent
+//! by its latch, so sending it again is exact, as for redis-rs's own re-sends.
 
 use std::collections::HashMap;
 use std::sync::Arc;

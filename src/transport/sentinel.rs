@@ -56,6 +56,22 @@ struct Shared {
     recount: Notify,
 }
 
+impl Shared {
+    /// Counts the replicas of the master at `conn` again, and keeps the count.
+    async fn recount(&self, conn: &mut ConnectionManager) -> Option<u32> {
+        match count_replicas(conn).await {
+            Ok(n) => {
+                self.replicas.store(n, Ordering::Release);
+                Some(n)
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "counting replicas failed");
+                None
+            }
+        }
+    }
+}
+
 /// What the follower needs to find and reach masters.
 struct Sentinels {
     master_name: String,
@@ -117,16 +133,8 @@ impl SentinelConnection {
     /// Counts the current master's replicas again now (after a `WAIT` no replica answered:
     /// one may have gone, or be in a full resync), and keeps the count.
     pub(crate) async fn recount(&mut self) -> Option<u32> {
-        match count_replicas(self.current()).await {
-            Ok(n) => {
-                self.shared.replicas.store(n, Ordering::Release);
-                Some(n)
-            }
-            Err(err) => {
-                tracing::debug!(error = %err, "counting replicas failed");
-                None
-            }
-        }
+        let shared = self.shared.clone();
+        shared.recount(self.current()).await
     }
 
     /// The current master's connection (refreshed in this handle).
@@ -327,10 +335,7 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
                 }
             } => {
                 let mut conn = strong.current.read().0.clone();
-                match count_replicas(&mut conn).await {
-                    Ok(n) => strong.replicas.store(n, Ordering::Release),
-                    Err(err) => tracing::debug!(error = %err, "counting replicas failed"),
-                }
+                strong.recount(&mut conn).await;
                 continue;
             }
             push = pushed => match push.map(|p| p.kind) {

@@ -47,16 +47,15 @@ pub(crate) struct Topology {
     view: RwLock<Arc<View>>,
     /// Asks the task to read the view now.
     stale: Arc<Notify>,
-    /// Announces each read: the view's epoch, and whether the read succeeded (a failed one
-    /// keeps the old view and its epoch).
-    read: watch::Sender<(u64, bool)>,
+    /// Announces each read, and whether it succeeded (a failed one keeps the old view).
+    read: watch::Sender<bool>,
 }
 
 impl Topology {
     /// Reads the view once (an unreachable cluster leaves it empty: readers then take the
     /// cluster connection's own routing) and keeps reading it until the last handle is gone.
     pub(crate) async fn start(conn: ClusterConnection) -> Arc<Topology> {
-        let (read, _) = watch::channel((0, true));
+        let (read, _) = watch::channel(true);
         let topology = Arc::new(Topology {
             conn,
             view: RwLock::default(),
@@ -102,7 +101,7 @@ impl Topology {
         read.borrow_and_update();
         self.suspect();
         match read.changed().await {
-            Ok(()) if read.borrow().1 => Ok(self.view()),
+            Ok(()) if *read.borrow() => Ok(self.view()),
             Ok(()) => Err(redis::RedisError::from((
                 redis::ErrorKind::Io,
                 "reading the cluster slot map failed",
@@ -112,8 +111,8 @@ impl Topology {
         }
     }
 
-    /// Changes each read announces (`borrow().0` is the view's epoch).
-    pub(crate) fn reads_watch(&self) -> watch::Receiver<(u64, bool)> {
+    /// Announces each read (whether it succeeded).
+    pub(crate) fn reads_watch(&self) -> watch::Receiver<bool> {
         self.read.subscribe()
     }
 
@@ -125,11 +124,12 @@ impl Topology {
         }
     }
 
-    /// Counts the replicas of `key`'s master again now (after a `WAIT` no replica answered:
-    /// one may have gone, or be in a full resync), and keeps the count.
-    pub(crate) async fn recount(&self, key: &str) -> Option<u32> {
+    /// Counts the replicas of `key`'s master again now, over `conn` (the caller's own: the
+    /// watchdog's thread must not wait on the client's runtime), after a `WAIT` no replica
+    /// answered (one may have gone, or be in a full resync), and keeps the count.
+    pub(crate) async fn recount(&self, conn: &ClusterConnection, key: &str) -> Option<u32> {
         let master = self.master_of(key)?;
-        match count_at(&mut self.conn.clone(), &master).await {
+        match count_at(&mut conn.clone(), &master).await {
             Ok(n) => {
                 let mut view = self.view.write();
                 let mut next = View {
@@ -155,8 +155,7 @@ impl Topology {
             Ok(slots) => slots,
             Err(err) => {
                 tracing::debug!(error = %err, "reading the cluster slot map failed");
-                let epoch = self.view.read().epoch;
-                self.read.send_replace((epoch, false));
+                self.read.send_replace(false);
                 return false;
             }
         };
@@ -171,7 +170,7 @@ impl Topology {
                 }
             }
         }
-        let epoch = {
+        {
             let mut view = self.view.write();
             let epoch = view.epoch + 1;
             *view = Arc::new(View {
@@ -179,9 +178,8 @@ impl Topology {
                 replicas,
                 epoch,
             });
-            epoch
-        };
-        self.read.send_replace((epoch, true));
+        }
+        self.read.send_replace(true);
         true
     }
 }
