@@ -145,7 +145,13 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
         listeners(sentinel::get().node(new), &channel) == 1
     })
     .await;
-    assert!(moved, "the waiter's subscription moved to the new master");
+    assert!(
+        moved,
+        "the waiter's subscription moved to the new master (listeners: {} at the old {old}, {} at the new {new}; the sentinels name {})",
+        listeners(sentinel::get().node(old), &channel),
+        listeners(sentinel::get().node(new), &channel),
+        sentinel::get().master().port
+    );
 
     // Renewed at the new master (its TTL goes back up), never lost.
     let pttl = || -> i64 {
