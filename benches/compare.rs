@@ -10,14 +10,17 @@
 //! `docs/BENCHMARKS.md`. This binary is the orchestrator; direct use:
 //!
 //! ```text
-//! compare --redis redis://127.0.0.1:PORT [--cluster URL,URL,...] [--quick] [--java-jar VERSION=PATH]...
-//!         [--only p1,p2,p3,p4]
-//! compare --p4-child crate|floor (--redis URL | --cluster URLS) --locks N --watchdog-ms MS
-//!         (internal: one P4 run)
+//! compare [--redis redis://127.0.0.1:PORT] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...]
+//!         [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4]
+//! compare --p4-child crate|floor (--redis URL | --cluster URLS | --cluster-replicas URLS
+//!         | --sentinel NAME@URLS) --locks N --watchdog-ms MS   (internal: one P4 run)
 //! ```
 //!
-//! With `--cluster` (the URLs of a cluster's masters), every scenario runs again against the
-//! cluster, after the standalone ones, into a second table.
+//! Every scenario runs against each target given, in this order, a table each: `--redis` a
+//! standalone server; `--cluster` a cluster's masters (no replicas); `--cluster-replicas` the
+//! masters of a cluster with a replica per master; `--sentinel` the master's name and the
+//! sentinels of a group with one replica. With replicas, every client waits for them after each
+//! lock write (the crate's and Redisson's defaults; the floor sends the same `WAIT`).
 //!
 //! Per-rep figures go to stderr as they come; the markdown table goes to stdout.
 //!
@@ -52,7 +55,7 @@ use serde_json::Value;
 use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
-use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, P3_KEY, PLAIN};
+use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, P3_KEY, PLAIN, WATCHING};
 use stats::Results;
 use target::Target;
 
@@ -133,6 +136,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut url = None;
     let mut cluster: Option<Vec<String>> = None;
+    let mut cluster_replicas: Option<Vec<String>> = None;
+    let mut sentinel: Option<String> = None;
     let mut quick = false;
     let mut jars = Vec::new();
     let mut only: Option<Vec<String>> = None;
@@ -141,18 +146,18 @@ fn main() {
     let mut watchdog_ms = 3_000u64;
     let mut unknown = Vec::new();
     let mut rust_impls: Vec<String> = vec!["crate".into(), "floor".into()];
+    let urls = |list: Option<String>| -> Vec<String> {
+        list.expect("URL,URL,...")
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect()
+    };
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--redis" => url = args.next(),
-            "--cluster" => {
-                cluster = Some(
-                    args.next()
-                        .expect("--cluster URL,URL,...")
-                        .split(',')
-                        .map(|s| s.trim().to_string())
-                        .collect(),
-                )
-            }
+            "--cluster" => cluster = Some(urls(args.next())),
+            "--cluster-replicas" => cluster_replicas = Some(urls(args.next())),
+            "--sentinel" => sentinel = args.next(),
             "--quick" => quick = true,
             "--bench" => {} // passed by `cargo bench`
             "--java-jar" => {
@@ -186,9 +191,22 @@ fn main() {
             other => unknown.push(other.to_string()),
         }
     }
-    let single = url.map(Target::Single);
-    let cluster = cluster.map(Target::Cluster);
-    if single.is_none() && cluster.is_none() {
+    let targets: Vec<Target> = [
+        url.map(Target::Single),
+        cluster.map(|masters| Target::Cluster {
+            masters,
+            replicas: false,
+        }),
+        cluster_replicas.map(|masters| Target::Cluster {
+            masters,
+            replicas: true,
+        }),
+        sentinel.as_deref().map(Target::sentinel),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if targets.is_empty() {
         // `cargo test --all-targets` runs this binary too: benchmarks are not tests, and
         // without a server there is nothing to measure.
         eprintln!("compare: no --redis URL, nothing to do (run scripts/bench.sh [--quick])");
@@ -196,11 +214,12 @@ fn main() {
     }
     if !unknown.is_empty() {
         eprintln!("compare: unknown arguments {unknown:?}");
-        eprintln!("usage: compare --redis URL [--cluster URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4] [--rust crate,floor]");
+        eprintln!("usage: compare [--redis URL] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...] [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4] [--rust crate,floor]");
         std::process::exit(2);
     }
     if let Some(imp) = child {
-        p4_child(&imp, cluster.or(single).unwrap(), locks, watchdog_ms);
+        let [target] = <[Target; 1]>::try_from(targets).expect("a P4 child runs one target");
+        p4_child(&imp, target, locks, watchdog_ms);
         return;
     }
     let plan = Plan::new(quick);
@@ -212,19 +231,15 @@ fn main() {
     let rust: Vec<&str> = rust_impls.iter().map(|s| s.as_str()).collect();
     let javas: Vec<String> = jars.iter().map(java_name).collect();
     let t0 = Instant::now();
-    let both = single.is_some() && cluster.is_some();
+    let headings = targets.len() > 1;
     let mut out = String::new();
-    for target in [single, cluster].into_iter().flatten() {
-        let results = run(&plan, &rt, &target, &rust, &jars, only.as_deref());
-        if both {
-            out.push_str(&match &target {
-                Target::Single(_) => "### Standalone\n\n".to_string(),
-                Target::Cluster(m) => {
-                    format!("\n### Redis Cluster: {} masters, no replicas\n\n", m.len())
-                }
-            });
+    for (i, target) in targets.iter().enumerate() {
+        let results = run(&plan, &rt, target, &rust, &jars, only.as_deref());
+        if headings {
+            let gap = if i == 0 { "" } else { "\n" };
+            out.push_str(&format!("{gap}### {}\n\n", target.title()));
         }
-        out.push_str(&table(&plan, &results, &javas, target.is_cluster()));
+        out.push_str(&table(&plan, &results, &javas, target));
     }
     eprintln!("all scenarios done in {:.0} s", t0.elapsed().as_secs_f64());
     print!("{out}");
@@ -278,16 +293,24 @@ fn run(
             servers.push((java_name(j), server));
         }
         target.flushall();
+        // A JVM just warmed up still compiles in the background for a while: on 2 cores that
+        // landed on whichever implementation measured first (the crate's first P1 repetition
+        // had p99s of 3-5 ms, its later ones under 1 ms).
+        std::thread::sleep(JVM_SETTLE);
     }
     let java_timeout = Duration::from_secs(120);
 
+    // P1 and P2 also run the crate with prompt loss detection on: its cost.
+    let with_watch: Vec<&str> = (rust.iter().copied())
+        .chain(rust.contains(&"crate").then_some(WATCHING))
+        .collect();
     if wants("p1") {
         eprintln!(
             "P1: uncontended lock+unlock ({} pairs x {} reps)",
             plan.p1_iters, plan.reps
         );
         for _ in 0..plan.reps {
-            for imp in rust {
+            for &imp in &with_watch {
                 let run = p1(
                     imp.to_string(),
                     target.clone(),
@@ -316,7 +339,7 @@ fn run(
             plan.p2_owners, plan.p2_secs, plan.reps
         );
         for _ in 0..plan.reps {
-            for imp in rust {
+            for &imp in &with_watch {
                 let (ops, cpu) = rt.block_on(p2(
                     imp,
                     target,
@@ -414,12 +437,9 @@ fn run(
         for &count in &plan.p4_counts {
             for imp in rust {
                 let mut cmd = Command::new(&exe);
-                cmd.args(["--p4-child", imp]);
-                match target {
-                    Target::Single(url) => cmd.args(["--redis", url]),
-                    Target::Cluster(masters) => cmd.args(["--cluster", &masters.join(",")]),
-                };
-                cmd.args(["--locks", &count.to_string()])
+                cmd.args(["--p4-child", imp])
+                    .args(target.args())
+                    .args(["--locks", &count.to_string()])
                     .args(["--watchdog-ms", &plan.p4_watchdog_ms.to_string()])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
@@ -449,6 +469,9 @@ fn run(
     }
     results
 }
+
+/// Idle time after the JVMs' warm-up, before the first measured repetition.
+const JVM_SETTLE: Duration = Duration::from_secs(3);
 
 /// Warm-up before each Redisson P1 repetition, in ms (its JVM is warm already).
 const JAVA_REP_WARMUP_MS: u64 = 500;

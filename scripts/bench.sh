@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Side-by-side benchmarks (issues #6, #14): this crate, the floor (the same Lua sent raw with
-# redis-rs, no library logic) and Redisson 4.7.0 / 3.23.4, in one run against one private
-# redis-server, then against a private Redis Cluster of 3 masters.
+# Side-by-side benchmarks (issues #6, #14, #24): this crate, the floor (the same Lua sent raw with
+# redis-rs, no library logic) and Redisson 4.7.0 / 3.23.4, in one run against private servers
+# of up to four topologies, a table each.
 #
-#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4] [--no-cluster]
+#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4]
+#                    [--topologies single,cluster,cluster-replicas,sentinel] [--no-cluster]
+#
+# Topologies (all four by default, run in this order):
+#   single            one redis-server
+#   cluster           a Redis Cluster of 3 masters, no replicas
+#   cluster-replicas  a Redis Cluster of 3 masters with one replica each (6 nodes)
+#   sentinel          one master, one replica and 3 sentinels (quorum 2)
+# With replicas, every client waits for them after each lock write, as by default: the crate
+# (Config::with_replica_sync, 1 s), Redisson (checkLockSyncedSlaves) and the floor (WAIT 1 1000 in
+# the same write as its script). --no-cluster is --topologies single.
 #
 # Builds the bench in release mode (benches/compare.rs, `cargo bench --no-run`) and the interop
-# jars (interop/build.sh, which adds interop.Bench), starts redis-server on a free loopback port
-# and a 3-master cluster (no replicas) in a temp dir (all killed on exit), runs every scenario
-# against each, prints the markdown tables and writes docs/BENCHMARKS.md. --quick: few, short
-# repetitions (a few minutes once built). A run with --only or --no-cluster writes the tables to
+# jars (interop/build.sh, which adds interop.Bench), starts the servers on loopback ports in a
+# temp dir (all killed on exit), runs every scenario against each topology, prints the markdown
+# tables and writes docs/BENCHMARKS.md. --quick: few, short repetitions (a few minutes per
+# topology once built). A run with --only or without all four topologies writes the tables to
 # stdout but leaves docs/BENCHMARKS.md alone.
 set -euo pipefail
 
@@ -18,17 +28,31 @@ cd "$root"
 
 quick=""
 only=""
-cluster=1
+topologies="single,cluster,cluster-replicas,sentinel"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick="--quick" ;;
         --only) only="$2"; shift ;;
-        --no-cluster) cluster="" ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        --topologies) topologies="$2"; shift ;;
+        --no-cluster) topologies="single" ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "scripts/bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+want=()
+IFS=',' read -r -a want <<<"$topologies"
+for t in "${want[@]}"; do
+    case "$t" in
+        single|cluster|cluster-replicas|sentinel) ;;
+        *) echo "scripts/bench.sh: unknown topology $t (single, cluster, cluster-replicas, sentinel)" >&2; exit 2 ;;
+    esac
+done
+wants() {
+    local t
+    for t in "${want[@]}"; do [[ "$t" == "$1" ]] && return 0; done
+    return 1
+}
 
 for tool in cargo redis-server redis-cli java mvn; do
     command -v "$tool" >/dev/null || { echo "scripts/bench.sh: $tool not found (scripts/ensure-deps.sh installs it)" >&2; exit 1; }
@@ -51,10 +75,10 @@ for v in "${versions[@]}"; do
 done
 
 tmp="$(mktemp -d)"
-redis_pid=""
-cluster_pids=()
+pids=()
 cleanup() {
-    for pid in $redis_pid "${cluster_pids[@]}"; do
+    local pid
+    for pid in "${pids[@]}"; do
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
@@ -63,12 +87,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A free port in [from, from + span).
+# A free port in [from, from + span), not handed out before in this run.
+used=" "
 free_port() {
     local from="${1:-20000}" span="${2:-40000}" p
     for _ in $(seq 1 50); do
         p=$(( from + RANDOM % span ))
+        [[ "$used" == *" $p "* ]] && continue
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            used+="$p "
             echo "$p"
             return 0
         fi
@@ -76,64 +103,173 @@ free_port() {
     return 1
 }
 
-port=""
-for _ in 1 2 3 4 5; do
-    port="$(free_port 40000 20000)"
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" \
-        --logfile "$tmp/redis.log" --daemonize no >/dev/null 2>&1 &
-    redis_pid=$!
+# node_port: a node port in $got. Ports in 10000-21999 keep nodes and a cluster's bus ports
+# (+10000) below the kernel's ephemeral range, where an outgoing connection could take one
+# first. Called in this shell, not in $(...), so `used` remembers what it handed out (nodes
+# started a moment ago may not listen yet).
+got=""
+node_port() {
+    free_port 10000 12000 >"$tmp/port" || { echo "scripts/bench.sh: no free port" >&2; exit 1; }
+    got="$(cat "$tmp/port")"
+    used+="$got "
+}
+
+# start_node PORT [redis-server args...]: one node in its own temp dir, no persistence.
+start_node() {
+    local p="$1"; shift
+    mkdir -p "$tmp/node-$p"
+    redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/node-$p" \
+        --logfile "$tmp/node-$p/redis.log" --daemonize no "$@" >/dev/null 2>&1 &
+    pids+=($!)
+}
+
+wait_ping() {
+    local p="$1"
     for _ in $(seq 1 200); do
-        if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
-        if ! kill -0 "$redis_pid" 2>/dev/null; then break; fi
+        redis-cli -p "$p" ping >/dev/null 2>&1 && return 0
         sleep 0.05
     done
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
-    kill "$redis_pid" 2>/dev/null || true
-    wait "$redis_pid" 2>/dev/null || true
-    redis_pid=""
-done
-[[ -n "$redis_pid" ]] || { echo "scripts/bench.sh: could not start redis-server" >&2; exit 1; }
-url="redis://127.0.0.1:$port"
-echo "== redis-server on $url (pid $redis_pid)" >&2
+    echo "scripts/bench.sh: node on port $p did not start (log: $tmp/node-$p/redis.log)" >&2
+    exit 1
+}
 
-# The cluster: 3 masters, no replicas (so no client waits for replica acknowledgements), formed
-# by redis-cli. Node ports in 10000-21999 keep them and their bus ports (+10000) below the
-# kernel's ephemeral range, where an outgoing connection could take one first.
+# wait_for PORT PATTERN ARGS... [-- paste]: waits (up to 60 s) until `redis-cli -p PORT
+# ARGS...` prints a line matching PATTERN (with `-- paste`: its lines paired, field<TAB>value).
+wait_for() {
+    local p="$1" pattern="$2" pair=""; shift 2
+    local cmd=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do cmd+=("$1"); shift; done
+    [[ $# -gt 0 ]] && pair=1
+    for _ in $(seq 1 1200); do
+        if [[ -n "$pair" ]]; then
+            redis-cli -p "$p" "${cmd[@]}" 2>/dev/null | paste - - | grep -q "$pattern" && return 0
+        else
+            redis-cli -p "$p" "${cmd[@]}" 2>/dev/null | grep -q "$pattern" && return 0
+        fi
+        sleep 0.05
+    done
+    echo "scripts/bench.sh: node $p never showed '$pattern' for: ${cmd[*]}" >&2
+    exit 1
+}
+
+# start_cluster REPLICAS: a cluster of 3 masters, with REPLICAS replicas each, formed by
+# redis-cli; prints the masters' host:port.
+start_cluster() {
+    local replicas="$1" nodes=() ports=() p m
+    for _ in $(seq 1 $(( 3 * (1 + replicas) ))); do
+        node_port
+        p="$got"
+        # A long node timeout with replicas: no failover from a node busy under the bench.
+        start_node "$p" --cluster-enabled yes --cluster-config-file nodes.conf \
+            --cluster-node-timeout $(( replicas > 0 ? 15000 : 5000 ))
+        ports+=("$p")
+        nodes+=("127.0.0.1:$p")
+    done
+    for p in "${ports[@]}"; do wait_ping "$p"; done
+    redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$replicas" --cluster-yes \
+        >"$tmp/create-$replicas.log" 2>&1 \
+        || { cat "$tmp/create-$replicas.log" >&2; echo "scripts/bench.sh: could not form the cluster" >&2; exit 1; }
+    for p in "${ports[@]}"; do wait_for "$p" 'cluster_state:ok' cluster info; done
+    # Every node must know every replica as one (Redisson reads them from CLUSTER NODES).
+    for p in "${ports[@]}"; do
+        for _ in $(seq 1 1200); do
+            [[ "$(redis-cli -p "$p" cluster nodes | awk '$3 ~ /slave/' | wc -l)" -eq $(( 3 * replicas )) ]] && break
+            sleep 0.05
+        done
+    done
+    # The masters: the nodes that serve slots.
+    mapfile -t cluster_masters < <(redis-cli -p "${ports[0]}" cluster nodes \
+        | awk '$3 ~ /master/ && NF >= 9 { sub(/@.*/, "", $2); print $2 }' | sort)
+    [[ ${#cluster_masters[@]} -eq 3 ]] || { echo "scripts/bench.sh: expected 3 masters" >&2; exit 1; }
+    # Every client counts the replicas it waits for at connect: they must be online by then.
+    if (( replicas > 0 )); then
+        for m in "${cluster_masters[@]}"; do
+            wait_for "${m#*:}" 'slave0:.*state=online' info replication
+        done
+    fi
+}
+
+url=""
+if wants single; then
+    port=""
+    for _ in 1 2 3 4 5; do
+        port="$(free_port 40000 20000)"
+        start_node "$port"
+        if (wait_ping "$port") 2>/dev/null; then break; fi
+        port=""
+    done
+    [[ -n "$port" ]] || { echo "scripts/bench.sh: could not start redis-server" >&2; exit 1; }
+    url="redis://127.0.0.1:$port"
+    echo "== redis-server on $url" >&2
+fi
+
+# No replicas: no client waits for replica acknowledgements.
 masters=()
-if [[ -n "$cluster" ]]; then
-    for i in 1 2 3; do
-        p="$(free_port 10000 12000)"
-        mkdir -p "$tmp/node-$p"
-        redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp/node-$p" \
-            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 \
-            --logfile "$tmp/node-$p/redis.log" --daemonize no >/dev/null 2>&1 &
-        cluster_pids+=($!)
-        masters+=("127.0.0.1:$p")
-    done
-    for m in "${masters[@]}"; do
-        for _ in $(seq 1 200); do
-            redis-cli -p "${m#*:}" ping >/dev/null 2>&1 && break
-            sleep 0.05
-        done
-    done
-    redis-cli --cluster create "${masters[@]}" --cluster-replicas 0 --cluster-yes >"$tmp/create.log" 2>&1 \
-        || { cat "$tmp/create.log" >&2; echo "scripts/bench.sh: could not form the cluster" >&2; exit 1; }
-    for m in "${masters[@]}"; do
-        for _ in $(seq 1 200); do
-            redis-cli -p "${m#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' && break
-            sleep 0.05
-        done
-        redis-cli -p "${m#*:}" cluster info | grep -q 'cluster_state:ok' \
-            || { echo "scripts/bench.sh: cluster node $m not ok" >&2; exit 1; }
-    done
+if wants cluster; then
+    start_cluster 0
+    masters=("${cluster_masters[@]}")
     echo "== cluster of 3 masters on ${masters[*]}" >&2
+fi
+
+replicated=()
+if wants cluster-replicas; then
+    start_cluster 1
+    replicated=("${cluster_masters[@]}")
+    echo "== cluster of 3 masters with a replica each, masters on ${replicated[*]}" >&2
+fi
+
+sentinel_name="bench-master"
+sentinels=()
+sentinel_master=""
+if wants sentinel; then
+    node_port
+    sm="$got"
+    node_port
+    sr="$got"
+    start_node "$sm"
+    wait_ping "$sm"
+    start_node "$sr" --replicaof 127.0.0.1 "$sm"
+    wait_ping "$sr"
+    for _ in 1 2 3; do
+        node_port
+        p="$got"
+        mkdir -p "$tmp/node-$p"
+        # A sentinel rewrites its config file: one each. down-after 5 s: no failover from a
+        # master merely slow under the bench.
+        cat >"$tmp/node-$p/sentinel.conf" <<CONF
+port $p
+bind 127.0.0.1
+dir $tmp/node-$p
+logfile $tmp/node-$p/redis.log
+sentinel monitor $sentinel_name 127.0.0.1 $sm 2
+sentinel down-after-milliseconds $sentinel_name 5000
+sentinel failover-timeout $sentinel_name 60000
+sentinel parallel-syncs $sentinel_name 1
+CONF
+        redis-server "$tmp/node-$p/sentinel.conf" --sentinel --daemonize no >/dev/null 2>&1 &
+        pids+=($!)
+        sentinels+=("$p")
+    done
+    wait_for "$sm" 'slave0:.*state=online' info replication
+    for p in "${sentinels[@]}"; do
+        wait_ping "$p"
+        # The sentinels know the replica and each other (Redisson checks the sentinel list).
+        wait_for "$p" $'^num-slaves\t1$' sentinel master "$sentinel_name" -- paste
+        wait_for "$p" $'^num-other-sentinels\t2$' sentinel master "$sentinel_name" -- paste
+    done
+    sentinel_master="127.0.0.1:$sm"
+    echo "== sentinel group $sentinel_name: master $sentinel_master, replica 127.0.0.1:$sr, sentinels ${sentinels[*]}" >&2
 fi
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
-args=(--redis "$url" "${jars[@]}")
-if [[ ${#masters[@]} -gt 0 ]]; then
-    args+=(--cluster "$(printf 'redis://%s,' "${masters[@]}" | sed 's/,$//')")
+urls() { printf 'redis://%s,' "$@" | sed 's/,$//'; }
+args=("${jars[@]}")
+[[ -n "$url" ]] && args+=(--redis "$url")
+[[ ${#masters[@]} -gt 0 ]] && args+=(--cluster "$(urls "${masters[@]}")")
+[[ ${#replicated[@]} -gt 0 ]] && args+=(--cluster-replicas "$(urls "${replicated[@]}")")
+if [[ ${#sentinels[@]} -gt 0 ]]; then
+    args+=(--sentinel "$sentinel_name@$(printf 'redis://127.0.0.1:%s,' "${sentinels[@]}" | sed 's/,$//')")
 fi
 [[ -n "$quick" ]] && args+=("$quick")
 [[ -n "$only" ]] && args+=(--only "$only")
@@ -143,7 +279,18 @@ load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "$table"
 
-if [[ -n "$only" || -z "$cluster" ]]; then
+# A failover during the run would have measured something else: say so.
+for m in "${replicated[@]}"; do
+    redis-cli -p "${m#*:}" role | head -n 1 | grep -q master \
+        || echo "scripts/bench.sh: WARNING: cluster master $m failed over during the run" >&2
+done
+if [[ -n "$sentinel_master" ]]; then
+    now="$(redis-cli -p "${sentinels[0]}" sentinel get-master-addr-by-name "$sentinel_name" | paste -sd:)"
+    [[ "$now" == "$sentinel_master" ]] \
+        || echo "scripts/bench.sh: WARNING: the sentinels failed $sentinel_master over to $now during the run" >&2
+fi
+
+if [[ -n "$only" || ${#want[@]} -lt 4 ]]; then
     exit 0
 fi
 
@@ -168,13 +315,13 @@ noise; what counts are the **ratios from the same run**, against the same \`redi
 | load average before / after | $load_before / $load_after |
 | rustc | $(rustc --version) |
 | java | $(java -version 2>&1 | head -n 1) |
-| redis-server | $(redis-server --version | sed 's/ sha=.*//') (loopback, no persistence): one standalone, and a cluster of 3 masters without replicas |
+| redis-server | $(redis-server --version | sed 's/ sha=.*//') (loopback, no persistence): one standalone, a cluster of 3 masters without replicas, a cluster of 3 masters with a replica each, and a Sentinel group (a master, its replica, 3 sentinels) |
 | Redisson | ${versions[*]} (\`interop.Bench\`, default client settings, \`-Xms512m -Xmx2g\`) |
 
 ## Results
 
-The first table is every figure; the second judges the targets of issue #6 on this run; the
-third breaks the P3 client commands down by command.
+One section per topology: a table of every figure, the targets judged on this run (issue #6
+on the standalone server, issue #14 on the clusters), and the P3 client commands by command.
 
 $table
 
@@ -240,6 +387,18 @@ $table
   other; Redisson \`useClusterServers()\` with its defaults. Server counters are summed over the
   masters, except P3's, which are read (and MONITORed) at the master of the P3 key, where all of
   its traffic goes.
+- **Replicated topologies** (the third and fourth tables, issue #24): a cluster of 3 masters
+  with one replica each (\`redis-cli --cluster create ... --cluster-replicas 1\`), and one master
+  with one replica watched by 3 sentinels (quorum 2). Every client waits for the replica after
+  each lock write, as each does by default: the crate (\`Config::with_replica_sync\`, 1 s:
+  \`WAIT 1 1000\` in the same write as each acquire and unlock, one behind each master's
+  renewals), Redisson (\`checkLockSyncedSlaves\`, \`slavesSyncTimeout\` 1 s) and the floor
+  (\`[EVALSHA, WAIT 1 1000]\` in one write to the key's master; one \`WAIT\` per master after each
+  renewal cycle). The crate connects with \`Config::cluster\` or \`Config::sentinel\`, Redisson
+  with \`useClusterServers()\` or \`useSentinelServers()\` and their defaults; the floor straight
+  to the master the sentinels name, or through redis-rs's cluster connection. A release that
+  waits for replicas does not hand off locally (README), so there the crate's P3 rows with and
+  without local hand-off both serve waiters by the unlock message.
 - **P4 writes**: the client's write-like system calls per cycle (\`syscw\` in
   \`/proc/self/io\`, every thread of the process), and the read events each server handled per
   cycle (\`total_reads_processed\`, less the sampler's own \`INFO\`s). A pipelined write of many
@@ -280,6 +439,15 @@ $table
 - Redisson 4.7.0 was seen (MONITOR) sending bursts of single-key renewal scripts for the hot P3
   key while it is handed from thread to thread, hundreds per second; its P3 command counts vary
   from run to run for that reason.
+- **With replicas, a \`WAIT\` holds its connection.** Redis reads nothing more from a client
+  blocked in \`WAIT\` until its replicas acknowledge, so lock writes that wait for replicas go
+  one acknowledgement round at a time per connection. The crate and the floor send them over
+  one multiplexed connection per master, Redisson over a pool of connections per master, where
+  one acknowledgement round releases many. Measured by hand on this machine (a master and one
+  replica, \`[SET, WAIT 1 1000]\` pairs): 64 in flight on one connection, 12-15k pairs/s; 8
+  connections with 8 in flight each, 52k pairs/s. That is the ceiling of P2 (64 owners) through
+  Sentinel, one master, where Redisson 4.7.0's async chains can come out ahead; on the cluster
+  the crate has a connection per master.
 - Benchmarks are not tests: nothing in the test suite asserts a time. \`cargo test --all-targets\`
   runs \`benches/compare.rs\` without a server, and it then returns at once.
 EOF

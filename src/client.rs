@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::inspect::{LockInfo, Scan, ServerStats};
 use crate::kinds::fenced::FencedLock;
 use crate::kinds::lock::Lock;
 use crate::kinds::read_write::ReadWriteLock;
@@ -53,8 +54,8 @@ impl LockClient {
     /// Connects to the server at `url` with default settings (see [`Config::from_url`]).
     ///
     /// # Errors
-    /// [`Error::Config`] for a malformed URL, [`Error::Connection`] if the server cannot be
-    /// reached (after a few quick retries: this never hangs), [`Error::Redis`] for a refused
+    /// [`Error::Config`](crate::Error::Config) for a malformed URL, [`Error::Connection`](crate::Error::Connection) if the server cannot be
+    /// reached (after a few quick retries: this never hangs), [`Error::Redis`](crate::Error::Redis) for a refused
     /// login.
     pub async fn connect(url: &str) -> Result<LockClient> {
         Self::with_config(Config::from_url(url)?).await
@@ -74,7 +75,7 @@ impl LockClient {
     /// ```
     ///
     /// # Errors
-    /// As [`LockClient::connect`], plus [`Error::Config`] for unusable settings.
+    /// As [`LockClient::connect`], plus [`Error::Config`](crate::Error::Config) for unusable settings.
     pub async fn with_config(config: Config) -> Result<LockClient> {
         Ok(LockClient {
             engine: Engine::start(config).await?,
@@ -134,7 +135,7 @@ impl LockClient {
 
     /// How many locks (distinct keys and owners) this client holds right now.
     pub fn held_locks(&self) -> usize {
-        self.engine.core.holds.len()
+        self.engine.core.registry.len()
     }
 
     /// How many acquire calls of this client are asleep right now, waiting for a lock to be
@@ -151,9 +152,52 @@ impl LockClient {
         self.engine.handoffs().parked()
     }
 
+    /// What Redis holds under the lock `name`, of any Redisson kind and whoever wrote it:
+    /// holders (with their host and process where they name their connections), lease left,
+    /// waiters, fair queue, last fencing token, and the node serving it. Reads only.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let info = client.inspect("orders:42").await?;
+    /// println!("{:?}, {} holder(s), {:?} waiting", info.state, info.holders.len(), info.waiters);
+    /// # Ok(()) }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<LockInfo> {
+        let conn = self.engine.core.protocol.connection();
+        crate::inspect::inspect(conn, self.engine.config.key_prefix(), name).await
+    }
+
+    /// The held locks whose names match the glob `pattern` (`*` for all), on every master,
+    /// a bounded page at a time: see [`Scan`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let mut scan = client.scan("orders:*");
+    /// while let Some(info) = scan.next().await {
+    ///     println!("{}", info?.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn scan(&self, pattern: &str) -> Scan {
+        let conn = self.engine.core.protocol.connection().clone();
+        Scan::new(conn, self.engine.config.key_prefix(), pattern)
+    }
+
+    /// The servers behind this client: topology, masters, lock scripts run so far (see
+    /// [`ServerStats`]). One `INFO commandstats` per master.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// println!("{}", client.server_stats().await?.script_calls);
+    /// # Ok(()) }
+    /// ```
+    pub async fn server_stats(&self) -> Result<ServerStats> {
+        crate::inspect::server_stats(self.engine.core.protocol.connection()).await
+    }
+
     /// How many held locks the watchdog is renewing right now.
     pub fn renewed_locks(&self) -> usize {
-        self.engine.core.holds.renewed_len()
+        self.engine.core.registry.renewed_len()
     }
 
     /// Releases every lock this client still holds, waits for pending background releases,

@@ -87,6 +87,47 @@ pub fn token_key(key: &str) -> String {
     prefixed("redisson_lock_token", key)
 }
 
+/// A fair lock's queue of waiting owner fields, first in line first (Redisson's
+/// `RFairLock`, a list).
+///
+/// ```
+/// assert_eq!(redisson_lock::names::queue_key("jobs"), "redisson_lock_queue:{jobs}");
+/// ```
+pub fn queue_key(key: &str) -> String {
+    prefixed("redisson_lock_queue", key)
+}
+
+/// A fair lock's waiter deadlines (a sorted set: owner field, epoch ms when it gives up).
+///
+/// ```
+/// assert_eq!(redisson_lock::names::timeout_key("jobs"), "redisson_lock_timeout:{jobs}");
+/// ```
+pub fn timeout_key(key: &str) -> String {
+    prefixed("redisson_lock_timeout", key)
+}
+
+/// An owner field split into its parts: `<client id>:<owner id>[:write]` gives the client id,
+/// the owner id and whether it is a write-lock owner; a field of another shape gives `None`s.
+///
+/// ```
+/// use redisson_lock::names::split_field;
+/// assert_eq!(split_field("6e3d:7:write"), (Some("6e3d"), Some(7), true));
+/// assert_eq!(split_field("mode"), (None, None, false));
+/// ```
+pub fn split_field(field: &str) -> (Option<&str>, Option<i64>, bool) {
+    let (base, write) = match field.strip_suffix(":write") {
+        Some(base) => (base, true),
+        None => (field, false),
+    };
+    match base.rsplit_once(':') {
+        Some((client, id)) if !client.is_empty() => match id.parse::<i64>() {
+            Ok(id) => (Some(client), Some(id), write),
+            Err(_) => (None, None, write),
+        },
+        _ => (None, None, write),
+    }
+}
+
 /// The channel both halves of a read-write lock publish on (Redisson's `redisson_rwlock:{N}`):
 /// `0` after the last read unlock, `1` (wake every waiter) after a write unlock.
 ///

@@ -95,6 +95,18 @@ impl Owner {
         field
     }
 
+    /// The hash field `<client_id>:<id>` as [`Display`](std::fmt::Display), formatted only if
+    /// shown (a span field no subscriber records never is).
+    pub(crate) fn shown_field(self, client_id: &str) -> impl std::fmt::Display + '_ {
+        struct Field<'a>(&'a str, i64);
+        impl std::fmt::Display for Field<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}:{}", self.0, self.1)
+            }
+        }
+        Field(client_id, self.0)
+    }
+
     /// Appends the hash field to `out` (renewal formats a batch of fields into one buffer).
     pub(crate) fn write_field(&self, client_id: &str, out: &mut String) {
         use std::fmt::Write;
@@ -132,5 +144,6 @@ mod tests {
             o.field("0b7c9f7e-1111-4222-8333-444455556666"),
             "0b7c9f7e-1111-4222-8333-444455556666:42"
         );
+        assert_eq!(o.shown_field("u").to_string(), o.field("u"));
     }
 }

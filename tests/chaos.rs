@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use redis::AsyncCommands;
-use redisson_lock::{Config, LockClient, Owner};
+use redisson_lock::{LockClient, Owner};
 use support::RedisServer;
 
 const PROCESSES: usize = 3;
@@ -87,11 +87,8 @@ fn chaos_worker() {
 async fn worker(port: u16) -> Vec<String> {
     use tokio::io::AsyncBufReadExt;
 
-    let proxy = support::proxy::Proxy::start(port).await;
-    let config = Config::from_url(&proxy.url())
-        .unwrap()
-        .with_watchdog_timeout(LEASE);
-    let client = LockClient::with_config(config).await.unwrap();
+    let (proxy, client) =
+        support::proxied_client_with(port, |c| c.with_watchdog_timeout(LEASE)).await;
     // Straight to Redis, never killed, and no response timeout: a reply read after SIGCONT
     // must not count as lost (the counter is what the lock guards, not a fault target).
     let counter = redis::Client::open(format!("redis://127.0.0.1:{port}"))
@@ -130,9 +127,7 @@ async fn worker(port: u16) -> Vec<String> {
         .collect();
     println!("READY");
 
-    let sha = redis::Script::new(include_str!("../scripts/lua/acquire.lua"))
-        .get_hash()
-        .to_string();
+    let sha = support::script_sha("acquire");
     let mut commands = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = commands.next_line().await {
         match line.split_whitespace().collect::<Vec<_>>()[..] {

@@ -8,6 +8,19 @@
 
 mod support;
 
+// `run --metrics-addr`, in a file of its own (using this file's helpers).
+#[path = "cli/prometheus.rs"]
+mod prometheus;
+// `top`, in a file of its own.
+#[path = "cli/top.rs"]
+mod top;
+// `run --kind` and `unlock --force` per kind.
+#[path = "cli/kinds.rs"]
+mod kinds;
+// Fencing shown at work: a frozen holder's late write rejected by its token.
+#[path = "cli/fencing.rs"]
+mod fencing;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -677,4 +690,55 @@ fn every_subcommand_reaches_a_tls_server_through_its_private_ca() {
     let (status, _, stderr) = rlock_tls(false, &["--tls-ca", "/no/such/ca.pem", "status", "vault"]);
     assert_eq!(status.code(), Some(64), "{stderr}");
     assert_one_error_line(&stderr);
+}
+
+/// `--warn-after`: a command still running after it is reported on stderr, once; a command
+/// done sooner is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warn_after_reports_a_long_hold_once() {
+    let server = RedisServer::start();
+    let mut slow = rlock(&server);
+    slow.args(["run", "warned", "--warn-after", "200ms", "--", "sleep", "1"]);
+    let mut quick = rlock(&server);
+    quick.args(["run", "unwarned", "--warn-after", "5s", "--", "true"]);
+    let ((slow, _, slow_err), (quick, _, quick_err)) =
+        tokio::task::spawn_blocking(move || (output(slow), output(quick)))
+            .await
+            .unwrap();
+    assert_eq!(slow.code(), Some(0), "{slow_err}");
+    assert_eq!(
+        slow_err.matches("held for more than 200ms").count(),
+        1,
+        "{slow_err}"
+    );
+    assert_eq!(quick.code(), Some(0), "{quick_err}");
+    assert!(!quick_err.contains("held for more than"), "{quick_err}");
+}
+
+/// `rlock run` listens for its lock's loss: a forced unlock (here `rlock unlock --force`, as a
+/// Java `forceUnlock()` would do) stops the command at once, though the next renewal of the
+/// default 30 s watchdog is 10 s away (it took about 8 s before).
+#[test]
+fn a_forced_unlock_stops_the_command_at_once() {
+    let server = RedisServer::start();
+    let mut cmd = rlock(&server);
+    cmd.args(["run", "forced", "--", "sh", "-c", "echo ready; sleep 60"]);
+    let running = Running::start(cmd);
+    assert_eq!(running.line(), "ready");
+    // (The holder's subscription is up: a message now reaches it.)
+    let subscribed = std::time::Instant::now();
+    while server.subscribers(&support::channel("forced")) < 1 {
+        assert!(subscribed.elapsed() < PROMPT, "rlock run never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let forced = std::time::Instant::now();
+    let mut unlock = rlock(&server);
+    unlock.args(["unlock", "forced", "--force", "--yes"]);
+    let (status, _, stderr) = output(unlock);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let (status, stderr) = running.finish();
+    let took = forced.elapsed();
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    assert!(took < Duration::from_secs(3), "stopped after {took:?}");
+    eprintln!("forced unlock to rlock run's exit (SIGTERM to the command included): {took:?}");
 }

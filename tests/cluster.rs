@@ -31,33 +31,12 @@ fn listeners(key: &str, channel: &str, sharded: bool) -> i64 {
 async fn handover_by_message(name: &str, sharded: bool, adjust: fn(Config) -> Config) {
     let holder = client_with(|c| adjust(c.with_watchdog_timeout(Duration::from_secs(30)))).await;
     let waiter = client_with(adjust).await;
-    let held = holder.lock(name).lock().await.unwrap();
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    let channel = names::lock_channel(name);
-    let subscribed = support::eventually(Duration::from_secs(5), || {
-        listeners(name, &channel, sharded) == 1
-    })
-    .await;
-    assert!(
-        subscribed,
-        "the waiter subscribes to {channel} (sharded: {sharded})"
+    let what = format!(
+        "the waiter subscribes to {} (sharded: {sharded})",
+        names::lock_channel(name)
     );
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("woken well before the 30 s lease")
-        .unwrap()
-        .unwrap();
-    let took = acquired - released;
-    assert!(
-        took < Duration::from_secs(2),
-        "woken by the message, took {took:?}"
-    );
-    guard.unlock().await.unwrap();
-    holder.shutdown().await;
-    waiter.shutdown().await;
+    let count = |channel: &str| listeners(name, channel, sharded);
+    support::handover_by_message(holder, waiter, name, count, &what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,22 +218,24 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     let sharded = server_info().sharded_pubsub;
     let name = key_on_master("failover", 2);
     // A lease longer than the switch, so that renewal can go on at the new master.
-    let holder = client_with(|c| c.with_watchdog_timeout(Duration::from_secs(10))).await;
-    let waiter = client().await;
-    let held = holder.lock(&name).lock().await.unwrap();
-    let lock = waiter.lock(&name);
-    let waiting = tokio::spawn(async move { lock.lock().await });
+    let (holder, waiter, held, waiting) =
+        held_and_waited(&name, sharded, Duration::from_secs(10)).await;
     let channel = names::lock_channel(&name);
-    assert!(
-        support::eventually(Duration::from_secs(5), || listeners(
-            &name, &channel, sharded
-        ) == 1)
-        .await
-    );
     // The replica of the lock's master takes over.
     let slot = names::cluster_slot(&name);
     let evals_before = cluster::get().command_calls("eval");
+    // A client that only looks: its view goes stale with the failover.
+    let looker = client().await;
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
+    // It still sees the lock, once: a read answered MOVED goes again where the slot is now.
+    let mut scan = looker.scan("failover*");
+    let mut seen = Vec::new();
+    while let Some(info) = scan.next().await {
+        seen.push(info.expect("a scan through a failover").name);
+    }
+    assert_eq!(seen, std::slice::from_ref(&name));
+    assert!(looker.inspect(&name).await.unwrap().holders.len() == 1);
+    looker.shutdown().await;
     // The waiter is subscribed at the new master again (at once: the demoted master's
     // SUNSUBSCRIBE says so; the 5 s topology scan is only the backstop).
     let resubscribed = support::eventually(Duration::from_secs(2), || {
@@ -292,13 +273,7 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
         evals > evals_before[&master],
         "NOSCRIPT at the promoted replica answered with EVAL"
     );
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter is served")
-        .unwrap()
-        .unwrap();
+    let (guard, released, _) = support::release_to(held, waiting, "the waiter is served").await;
     assert!(released.elapsed() < Duration::from_secs(5));
     guard.unlock().await.unwrap();
     holder.shutdown().await;
@@ -349,6 +324,65 @@ async fn the_cli_works_on_a_cluster() {
     client.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_and_inspect_see_locks_on_every_master_with_their_node_and_waiters() {
+    let _steady = RedisCluster::steady().await;
+    let holder = client_with(|c| c.with_service_name("cluster-holder")).await;
+    let waiter = client().await;
+    let looker = client().await;
+    let names: Vec<String> = (0..3).map(|m| key_on_master("inspect-scan", m)).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.lock(name).lock().await.unwrap());
+    }
+    let waiting = support::spawn_waiter(&waiter, &names[1]);
+    let channel = names::lock_channel(&names[1]);
+    let sharded = server_info().sharded_pubsub;
+    assert!(
+        support::eventually(Duration::from_secs(5), || listeners(
+            &names[1], &channel, sharded
+        ) == 1)
+        .await
+    );
+
+    // Fresh clients too, whose direct links are not open yet: each SCAN still goes to the
+    // master it is meant for (redis-rs would send a keyless command to any node).
+    let mut wanted = names.clone();
+    wanted.sort();
+    let mut seen = Vec::new();
+    for fresh in [client().await, client().await, client().await] {
+        let mut scan = fresh.scan("inspect-scan*");
+        seen.clear();
+        while let Some(info) = scan.next().await {
+            seen.push(info.unwrap());
+        }
+        seen.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(
+            seen.iter().map(|i| i.name.clone()).collect::<Vec<_>>(),
+            wanted,
+            "each lock once, from every master"
+        );
+        fresh.shutdown().await;
+    }
+    for info in &seen {
+        let master = cluster::get().master_of(&info.name).port;
+        assert_eq!(info.node, Some(format!("127.0.0.1:{master}")));
+        assert_eq!(info.slot, Some(names::cluster_slot(&info.name)));
+        let client = info.holders[0].client.as_ref().expect("named holder");
+        assert_eq!(client.service, "cluster-holder");
+    }
+    let info = looker.inspect(&names[1]).await.unwrap();
+    assert_eq!(info.waiters, Some(1));
+
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    waiting.await.unwrap().unlock().await.unwrap();
+    for client in [holder, waiter, looker] {
+        client.shutdown().await;
+    }
+}
+
 /// Holds `name` (watchdog lease `lease`, renewed every third of it) and parks a waiter of
 /// another client on it; returns once the waiter is subscribed.
 async fn held_and_waited(
@@ -359,21 +393,13 @@ async fn held_and_waited(
     LockClient,
     LockClient,
     redisson_lock::LockGuard,
-    tokio::task::JoinHandle<redisson_lock::Result<(redisson_lock::LockGuard, Instant)>>,
+    support::Waiting,
 ) {
     let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
     let waiter = client().await;
-    let held = holder.lock(name).lock().await.unwrap();
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    let channel = names::lock_channel(name);
-    assert!(
-        support::eventually(Duration::from_secs(5), || listeners(
-            name, &channel, sharded
-        ) == 1)
-        .await,
-        "the waiter subscribes"
-    );
+    let count = |channel: &str| listeners(name, channel, sharded);
+    let (held, waiting) =
+        support::held_and_waited(&holder, &waiter, name, count, "the waiter subscribes").await;
     (holder, waiter, held, waiting)
 }
 
@@ -421,13 +447,8 @@ async fn a_slot_migration_moves_renewal_and_the_waiters_subscription() {
         "renewed at the new owner"
     );
     assert!(!held.is_lost());
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter is served")
-        .unwrap()
-        .unwrap();
+    let (guard, released, acquired) =
+        support::release_to(held, waiting, "the waiter is served").await;
     assert!(
         acquired - released < Duration::from_secs(1),
         "woken by the unlock message at the new owner"
@@ -535,9 +556,7 @@ async fn a_lost_acquire_reply_at_a_cluster_master_counts_one_hold() {
         proxy.accepted() > 0,
         "the client reaches the master through the proxy"
     );
-    let sha = redis::Script::new(include_str!("../scripts/lua/acquire.lua"))
-        .get_hash()
-        .to_string();
+    let sha = support::script_sha("acquire");
     let holds =
         |field: &str| -> Option<i64> { own.node(real).cmd(&["HGET", &name, field]).unwrap() };
     for round in 0..2 {
@@ -586,4 +605,49 @@ async fn lock_writes_wait_for_the_masters_replica() {
         );
         client.shutdown().await;
     }
+}
+
+/// The grouped write answers `NOSCRIPT` (a flushed or restarted master: nothing ran) with
+/// `EVAL` at that master: with every master's script cache flushed, the renewals of locks on
+/// every master go on (each master runs the renewal as `EVAL`), and so do their unlocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_at_every_master_is_met_by_eval_there() {
+    let _steady = RedisCluster::steady().await;
+    let lease = Duration::from_millis(1500);
+    let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let names: Vec<String> = (0..3).map(|m| key_on_master("flushed", m)).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.lock(name).lock().await.unwrap());
+    }
+    let masters: Vec<u16> = names
+        .iter()
+        .map(|n| cluster::get().master_of(n).port)
+        .collect();
+    let evals = || cluster::get().command_calls("eval");
+    let before = evals();
+    for &port in &masters {
+        let _: String = cluster::get().node(port).cmd(&["SCRIPT", "FLUSH"]).unwrap();
+    }
+    let renewed_by_eval = support::eventually(lease * 2, || {
+        let now = evals();
+        masters
+            .iter()
+            .all(|p| now[p] > before.get(p).copied().unwrap_or(0))
+    })
+    .await;
+    assert!(renewed_by_eval, "each master ran the renewal as EVAL");
+    // Two more leases: a lock whose renewal stopped at the flush would be gone by now.
+    tokio::time::sleep(lease * 2).await;
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(!guard.is_lost(), "{name} still held by its guard");
+        assert!(pttl_at_master(name) > 0, "{name} renewed at its master");
+    }
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    for name in &names {
+        assert_eq!(pttl_at_master(name), -2, "{name} released");
+    }
+    holder.shutdown().await;
 }

@@ -6,29 +6,12 @@ mod support;
 
 use std::time::Duration;
 
-use redisson_lock::{LockClient, Owner};
-use support::proxy::Proxy;
+use redisson_lock::Owner;
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
 
 const LONG_LEASE: Duration = Duration::from_secs(30);
 const PROMPT: Duration = Duration::from_secs(5);
-
-/// The SHA1 the acquire script is sent under: the pattern that picks acquires out of the
-/// traffic (with the lock's key, so other locks pass).
-fn acquire_sha() -> String {
-    redis::Script::new(include_str!("../scripts/lua/acquire.lua"))
-        .get_hash()
-        .to_string()
-}
-
-/// A client that talks to `server` through `proxy`.
-async fn client_via(server: &RedisServer, proxy: &Proxy) -> LockClient {
-    let config = redisson_lock::Config::from_url(&proxy.url())
-        .unwrap()
-        .with_watchdog_timeout(server.config().watchdog_timeout());
-    LockClient::with_config(config).await.unwrap()
-}
 
 fn holds_of(server: &RedisServer, key: &str, field: &str) -> Option<i64> {
     server.cmd(&["HGET", key, field])
@@ -37,10 +20,9 @@ fn holds_of(server: &RedisServer, key: &str, field: &str) -> Option<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_reply_to_the_first_attempt_gives_one_guard_over_one_hold() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await;
+    let (proxy, client) = support::proxied_client(&server).await;
     support::load_scripts(&client).await;
-    let sha = acquire_sha();
+    let sha = support::script_sha("acquire");
 
     for (round, name) in ["lost-lock", "lost-try"].into_iter().enumerate() {
         proxy.cut_after_reply(&[&sha, name], 1);
@@ -73,9 +55,8 @@ async fn a_lost_reply_to_the_first_attempt_gives_one_guard_over_one_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_woken_waiter_whose_reply_is_lost_holds_once() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
     let holder = server.client().await;
-    let waiter_client = client_via(&server, &proxy).await;
+    let (proxy, waiter_client) = support::proxied_client(&server).await;
     support::load_scripts(&waiter_client).await;
 
     let guard = holder
@@ -90,7 +71,7 @@ async fn a_woken_waiter_whose_reply_is_lost_holds_once() {
         .await;
     assert!(eventually(PROMPT, || waiter_client.waiting() == 1).await);
     // The waiter's next acquire is the one the unlock message wakes it for.
-    proxy.cut_after_reply(&[&acquire_sha(), "woken"], 1);
+    proxy.cut_after_reply(&[&support::script_sha("acquire"), "woken"], 1);
     guard.unlock().await.unwrap();
 
     let next = timeout(PROMPT, waiter).await.unwrap().unwrap().unwrap();
@@ -109,8 +90,7 @@ async fn a_woken_waiter_whose_reply_is_lost_holds_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_off_whose_acquire_reply_is_lost_holds_once() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await;
+    let (proxy, client) = support::proxied_client(&server).await;
     support::load_scripts(&client).await;
 
     // One release with waiters parked counts the listeners; the next one hands off.
@@ -132,7 +112,7 @@ async fn a_hand_off_whose_acquire_reply_is_lost_holds_once() {
     let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
     assert!(eventually(PROMPT, || client.waiting() == 1).await);
 
-    proxy.cut_after_reply(&[&acquire_sha(), "relay"], 1);
+    proxy.cut_after_reply(&[&support::script_sha("acquire"), "relay"], 1);
     let _ = second.unlock().await; // its own answer may be lost with the write
     let third = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
     assert_eq!(proxy.cuts(), 1, "the fault fired");
@@ -149,11 +129,10 @@ async fn a_hand_off_whose_acquire_reply_is_lost_holds_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_return_leaves_nothing_held() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await;
+    let (proxy, client) = support::proxied_client(&server).await;
     support::load_scripts(&client).await;
 
-    proxy.cut_after_reply(&[&acquire_sha(), "unlucky"], 10);
+    proxy.cut_after_reply(&[&support::script_sha("acquire"), "unlucky"], 10);
     // A long lease: only a release, not the lease, frees the lock within the test.
     let err = client
         .lock("unlucky")
@@ -190,11 +169,10 @@ async fn an_error_return_leaves_nothing_held() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_acquire_whose_answer_is_lost_leaves_nothing_held() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await;
+    let (proxy, client) = support::proxied_client(&server).await;
     support::load_scripts(&client).await;
 
-    proxy.cut_after_reply(&[&acquire_sha(), "dropped"], 1);
+    proxy.cut_after_reply(&[&support::script_sha("acquire"), "dropped"], 1);
     proxy.set_delay(Duration::from_millis(300));
     let call = client.lock("dropped");
     let cancelled = timeout(Duration::from_millis(100), call.lock_with_lease(LONG_LEASE)).await;
@@ -220,8 +198,7 @@ async fn a_holder_frozen_past_its_lease_knows_at_once() {
     use futures::FutureExt;
 
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await; // 1.5 s watchdog lease
+    let (_proxy, client) = support::proxied_client(&server).await; // 1.5 s watchdog lease
     let guard = client.lock("frozen").lock().await.unwrap();
     let lease = client.config().watchdog_timeout();
     std::thread::sleep(lease + Duration::from_millis(300)); // the freeze
@@ -245,8 +222,7 @@ async fn a_holder_frozen_past_its_lease_knows_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_answered_after_its_lease_is_not_handed_out_healthy() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let client = client_via(&server, &proxy).await;
+    let (proxy, client) = support::proxied_client(&server).await;
     support::load_scripts(&client).await;
 
     let lease = Duration::from_millis(200);
@@ -278,15 +254,13 @@ async fn a_hold_answered_after_its_lease_is_not_handed_out_healthy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_lost_by_its_clock_is_released_and_the_owner_then_holds_once() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let config = redisson_lock::Config::from_url(&proxy.url())
-        .unwrap()
-        .with_watchdog_timeout(Duration::from_secs(2));
-    let client = LockClient::with_config(config).await.unwrap();
+    let (proxy, client) = support::proxied_client_with(server.port(), |c| {
+        c.with_watchdog_timeout(Duration::from_secs(2))
+    })
+    .await;
     support::load_scripts(&client).await;
     // Loaded up front: a NOSCRIPT answer lost with the connection would never be corrected.
-    let renew_sha: String =
-        server.cmd(&["SCRIPT", "LOAD", include_str!("../scripts/lua/renew.lua")]);
+    let renew_sha: String = server.cmd(&["SCRIPT", "LOAD", &support::script("renew")]);
 
     let owner = Owner::new();
     let lock = client.lock("clock-lost").with_owner(owner);

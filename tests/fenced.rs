@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redisson_lock::Owner;
-use support::proxy::Proxy;
 use support::RedisServer;
 
 const PROMPT: Duration = Duration::from_secs(5);
@@ -113,18 +112,10 @@ async fn a_local_hand_off_issues_the_waiters_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_reply_spends_one_token_and_counts_one_hold() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let config = redisson_lock::Config::from_url(&proxy.url())
-        .unwrap()
-        .with_watchdog_timeout(server.config().watchdog_timeout());
-    let client = redisson_lock::LockClient::with_config(config)
-        .await
-        .unwrap();
+    let (proxy, client) = support::proxied_client(&server).await;
     // Load the fenced acquire first, so the cut reply is the script's own.
     drop(client.fenced_lock("warm-up").lock().await.unwrap());
-    let sha = redis::Script::new(include_str!("../scripts/lua/fenced_acquire.lua"))
-        .get_hash()
-        .to_string();
+    let sha = support::script_sha("fenced_acquire");
 
     proxy.cut_after_reply(&[&sha, "lost"], 1);
     let guard = client.fenced_lock("lost").lock().await.unwrap();

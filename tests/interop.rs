@@ -51,6 +51,7 @@ support::java::scenarios!(
     rust_unlock_after_delete_and_java_takeover_is_not_owner,
     java_unlock_of_a_rust_lock_is_illegal_monitor_state,
     java_force_unlock_signals_the_rust_holder_and_wakes_a_rust_waiter,
+    java_force_unlock_is_told_to_a_listening_rust_holder_at_once,
     rust_force_unlock_wakes_a_java_waiter_by_message,
     java_lease_only_lock_expires_on_time_for_rust,
     rust_lease_only_lock_expires_on_time_for_java,
@@ -481,6 +482,33 @@ async fn java_force_unlock_signals_the_rust_holder_and_wakes_a_rust_waiter(jar: 
         "the stale holder touched the new holder's hash"
     );
     next.unlock().await.unwrap();
+}
+
+/// Loss told at once (`with_prompt_loss_detection`): the holder hears Redisson's `forceUnlock()`
+/// message on its lock's channel, checks its hold, and is told within a round trip, where its
+/// next renewal is 10 s away (about 8 s on average before: issue #25).
+async fn java_force_unlock_is_told_to_a_listening_rust_holder_at_once(jar: &Path) {
+    let s = setup(jar).await;
+    let holder = LockClient::with_config(
+        s.server
+            .config()
+            .with_watchdog_timeout(LONG_LEASE)
+            .with_prompt_loss_detection(true),
+    )
+    .await
+    .unwrap();
+    let guard = holder.lock("s7p").lock().await.unwrap();
+    until_subscribers(&s.server, "s7p", 1).await;
+    let forced = Instant::now();
+    assert!(s.java.force_unlock("s7p", "a").await.unwrap());
+    tokio::time::timeout(LEASE, guard.lost())
+        .await
+        .expect("told well before the next renewal, 10 s away");
+    let window = forced.elapsed();
+    println!("Redisson forceUnlock() to the Rust holder's lost signal: {window:?}");
+    assert!(window < Duration::from_millis(500), "{window:?}");
+    assert!(guard.unlock().await.unwrap_err().is_lock_lost());
+    holder.shutdown().await;
 }
 
 async fn rust_force_unlock_wakes_a_java_waiter_by_message(jar: &Path) {

@@ -6,18 +6,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use redisson_lock::{names, LockClient};
 use support::cluster::{self, key_on_master, RedisCluster};
+use support::interop::{both_directions, Deployment, LONG_LEASE_MS};
 use support::java::{agent_jars, JavaAgent};
 use support::server_info;
-
-/// Java's lease in these scenarios: far longer than any wake-up may take.
-const LONG_LEASE_MS: u64 = 30_000;
-const PROMPT: Duration = Duration::from_secs(5);
 
 support::java::scenarios!(
     wake_ups_cross_languages_on_every_master,
@@ -85,6 +81,10 @@ async fn mixed_fleet_on_a_cluster_never_overlaps() {
 /// loss are ever inside a section at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_fleet_through_a_failover_never_overlaps_unaware_holders() {
+    let test = "mixed_fleet_through_a_failover_never_overlaps_unaware_holders";
+    if !support::server_info::runs_fault_fleets(test) {
+        return;
+    }
     let _exclusive = RedisCluster::exclusive().await;
     let (rust_clients, agents, conn) = fleet().await;
     let slot = names::cluster_slot(&support::fleet::keys("ffleet", false)[0]);
@@ -114,6 +114,10 @@ async fn mixed_fleet_through_a_failover_never_overlaps_unaware_holders() {
 /// that were not told of a loss are ever inside a section at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_fleet_through_a_killed_master_never_overlaps_unaware_holders() {
+    let test = "mixed_fleet_through_a_killed_master_never_overlaps_unaware_holders";
+    if !support::server_info::runs_fault_fleets(test) {
+        return;
+    }
     let _exclusive = RedisCluster::exclusive().await;
     let (rust_clients, agents, conn) = fleet().await;
     let slot = names::cluster_slot(&support::fleet::keys("kfleet", false)[0]);
@@ -164,13 +168,6 @@ async fn setup(jar: &Path) -> Setup {
     Setup { java, rust }
 }
 
-fn hgetall(key: &str) -> BTreeMap<String, String> {
-    cluster::get()
-        .master_of(key)
-        .cmd(&["HGETALL", key])
-        .unwrap()
-}
-
 /// Subscribers of `name`'s channel: at its master with `SHARDNUMSUB` (sharded, Redis >= 7), or
 /// summed over every node with `NUMSUB`.
 fn listeners(name: &str) -> i64 {
@@ -195,63 +192,20 @@ fn listeners(name: &str) -> i64 {
     }
 }
 
-async fn until_listeners(name: &str, n: i64) {
-    assert!(
-        support::eventually(Duration::from_secs(10), || listeners(name) == n).await,
-        "{n} listener(s) on {name}'s channel"
-    );
-}
+/// The shared cluster: a lock lives at its slot's master.
+struct Cluster;
 
-/// Java unlock wakes a Rust waiter, then Rust unlock wakes a Java waiter, on `name`. Both
-/// holds have 30 s leases: only the message can wake the waiter within [`PROMPT`].
-async fn both_directions(s: &Setup, name: &str) {
-    let java_field = s.java.field("a").await;
+impl Deployment for Cluster {
+    fn at_master<T: redis::FromRedisValue>(&self, name: &str, args: &[&str]) -> T {
+        cluster::get().master_of(name).cmd(args).unwrap()
+    }
 
-    s.java.lock_lease(name, "a", LONG_LEASE_MS).await.unwrap();
-    let lock = s.rust.lock(name);
-    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| (Instant::now(), g)) });
-    until_listeners(name, 1).await;
-    assert!(
-        !waiter.is_finished(),
-        "the Rust waiter got in while Java holds"
-    );
-    let unlocked = Instant::now();
-    s.java.unlock(name, "a").await.unwrap();
-    let (acquired, guard) = tokio::time::timeout(PROMPT, waiter)
-        .await
-        .expect("Redisson's unlock message woke the Rust waiter")
-        .unwrap()
-        .unwrap();
-    assert!(acquired >= unlocked);
-    assert_eq!(
-        hgetall(name),
-        BTreeMap::from([(guard.owner_field(), "1".to_string())])
-    );
-
-    let mut java_waiter = s.java.lock_async_report(name, "a", None).await;
-    until_listeners(name, 1).await;
-    assert!(
-        java_waiter
-            .within(Duration::from_millis(300))
-            .await
-            .is_none(),
-        "Redisson acquired while Rust holds"
-    );
-    guard.unlock().await.unwrap();
-    assert!(
-        java_waiter.within(PROMPT).await.is_some(),
-        "the Rust unlock message woke the Java waiter"
-    );
-    assert_eq!(
-        hgetall(name),
-        BTreeMap::from([(java_field, "1".to_string())])
-    );
-    s.java.unlock(name, "a").await.unwrap();
-    let exists: i64 = cluster::get()
-        .master_of(name)
-        .cmd(&["EXISTS", name])
-        .unwrap();
-    assert_eq!(exists, 0);
+    async fn until_listeners(&self, name: &str, n: i64) {
+        assert!(
+            support::eventually(Duration::from_secs(10), || listeners(name) == n).await,
+            "{n} listener(s) on {name}'s channel"
+        );
+    }
 }
 
 async fn wake_ups_cross_languages_on_every_master(jar: &Path) {
@@ -259,7 +213,13 @@ async fn wake_ups_cross_languages_on_every_master(jar: &Path) {
     let s = setup(jar).await;
     let version = s.java.version().replace('.', "_");
     for master in 0..3 {
-        both_directions(&s, &key_on_master(&format!("xlang-{version}"), master)).await;
+        both_directions(
+            &Cluster,
+            &s.java,
+            &s.rust,
+            &key_on_master(&format!("xlang-{version}"), master),
+        )
+        .await;
     }
     s.rust.shutdown().await;
     s.java.shutdown().await;
@@ -270,14 +230,14 @@ async fn wake_ups_cross_languages_after_a_failover_of_the_locks_master(jar: &Pat
     let s = setup(jar).await;
     let version = s.java.version().replace('.', "_");
     let name = key_on_master(&format!("xlang-failover-{version}"), 1);
-    both_directions(&s, &name).await;
+    both_directions(&Cluster, &s.java, &s.rust, &name).await;
     let slot = names::cluster_slot(&name);
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
     // Redisson finds the new master by its topology scan (every 1 s here), and nothing tells
     // the test when it has: two scans' time, or its first script may go to the demoted node
     // (and its WAIT fail there). This crate follows the demoted master's SUNSUBSCRIBE.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    both_directions(&s, &name).await;
+    both_directions(&Cluster, &s.java, &s.rust, &name).await;
     s.rust.shutdown().await;
     s.java.shutdown().await;
 }

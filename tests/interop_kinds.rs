@@ -10,13 +10,18 @@
 //!   excludes both; a write unlock wakes the other side's readers, the last read unlock the
 //!   other side's writer; a Java read unlock keeps a Rust reader's lock (its timeout keys are
 //!   renewed by this crate's watchdog).
+//! - RedLock (`RedissonRedLock`) over three independent servers: a Java RedLock and a Rust
+//!   one exclude each other; either holds with one server down (a majority); a part a
+//!   plain lock holds on one server does not stop either.
+//! - Operations: `rlock top --once --json` recognises what Redisson holds (three kinds), its
+//!   holders' fields and its waiters.
 
 mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
-use redisson_lock::{LockClient, MultiLock, Owner};
+use redisson_lock::{LockClient, MultiLock, Owner, RedLock};
 use serde_json::json;
 use support::java::JavaAgent;
 use support::RedisServer;
@@ -37,6 +42,8 @@ support::java::scenarios!(
     a_rust_write_unlock_wakes_a_java_reader,
     the_last_rust_read_unlock_wakes_a_java_writer,
     a_java_read_unlock_leaves_a_renewed_rust_reader_holding,
+    rlock_top_shows_the_locks_redisson_holds_and_waits_on,
+    java_and_rust_red_locks_exclude_each_other_on_a_majority,
 );
 
 /// Fields drop in order: the JVM first, the Redis server last.
@@ -354,4 +361,118 @@ async fn a_java_read_unlock_leaves_a_renewed_rust_reader_holding(jar: &Path) {
     );
     ours.unlock().await.unwrap();
     assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations.
+
+async fn rlock_top_shows_the_locks_redisson_holds_and_waits_on(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    java.lock("top-java:plain", "a").await.unwrap();
+    let token = java.fenced_lock("top-java:fenced", "b").await.unwrap();
+    java.rw("write", "lock", "top-java:rw", "c", json!({}))
+        .await
+        .unwrap();
+    let before = script_calls(&server);
+    let mut waiting = java.lock_async_report("top-java:plain", "d", None).await;
+    until_java_waits(&java, &server, &support::channel("top-java:plain"), before).await;
+
+    let out = tokio::task::spawn_blocking({
+        let url = server.url();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
+                .args(["--url", &url, "top", "top-java:*", "--once", "--json"])
+                .args(["--sort", "name"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let locks: Vec<serde_json::Value> = (String::from_utf8_lossy(&out.stdout).lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(&str, &str)> = (locks.iter())
+        .map(|l| (l["name"].as_str().unwrap(), l["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("top-java:fenced", "fenced"),
+            ("top-java:plain", "lock"),
+            ("top-java:rw", "read_write")
+        ]
+    );
+    assert_eq!(locks[0]["fencing_token"], token);
+    assert_eq!(locks[1]["owners"][0]["field"], java.field("a").await);
+    assert_eq!(locks[1]["waiters"], 1, "the Java waiter");
+    assert_eq!(locks[2]["owners"][0]["mode"], "write");
+    // (Redisson names no connection: its holders show by field only.)
+    assert!(locks[1]["owners"][0]["client"].is_null());
+
+    java.unlock("top-java:plain", "a").await.unwrap();
+    waiting.acquired().await;
+    java.unlock("top-java:plain", "d").await.unwrap();
+    java.fenced_unlock("top-java:fenced", "b").await.unwrap();
+    java_unlock(&java, "write", "top-java:rw", "c").await;
+    rust.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RedLock.
+
+async fn java_and_rust_red_locks_exclude_each_other_on_a_majority(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    let others = [RedisServer::start(), RedisServer::start()];
+    let urls: Vec<String> = std::iter::once(server.url())
+        .chain(others.iter().map(RedisServer::url))
+        .collect();
+    let clients = [rust, others[0].client().await, others[1].client().await];
+    let name = "red-lock";
+    let red = RedLock::new(clients.iter().map(|c| c.lock(name))).unwrap();
+    assert_eq!(red.quorum(), 2);
+
+    // Java holds a majority: ours cannot have one.
+    assert!(java.red_try_lock(&urls, name, "a", 0, None).await.unwrap());
+    assert!(red
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
+    java.red_unlock(&urls, name, "a").await.unwrap();
+
+    // Ours holds: Java's cannot.
+    let guard = red.try_lock().await.unwrap().expect("a majority is free");
+    assert_eq!(guard.guards().len(), 3);
+    assert!(!java
+        .red_try_lock(&urls, name, "b", 300, None)
+        .await
+        .unwrap());
+    guard.unlock().await.unwrap();
+
+    // One part held by a plain lock elsewhere: two of three still make it, on both sides.
+    let plain = clients[2]
+        .lock(name)
+        .with_owner(Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let guard = red.try_lock().await.unwrap().expect("2 of 3");
+    assert_eq!(guard.guards().len(), 2);
+    guard.unlock().await.unwrap();
+    assert!(java
+        .red_try_lock(&urls, name, "c", 300, None)
+        .await
+        .unwrap());
+    assert!(red.try_lock().await.unwrap().is_none(), "Java holds 2 of 3");
+    java.red_unlock(&urls, name, "c").await.unwrap();
+    plain.unlock().await.unwrap();
+    for client in clients {
+        client.shutdown().await;
+    }
 }

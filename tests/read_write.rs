@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use redisson_lock::{LostReason, Owner};
-use support::proxy::Proxy;
 use support::RedisServer;
 
 const PROMPT: Duration = Duration::from_secs(5);
@@ -276,19 +275,11 @@ async fn each_half_forces_only_its_own_mode_and_other_kinds_are_left_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_reply_counts_one_read_hold() {
     let server = RedisServer::start();
-    let proxy = Proxy::start(server.port()).await;
-    let config = redisson_lock::Config::from_url(&proxy.url())
-        .unwrap()
-        .with_watchdog_timeout(server.config().watchdog_timeout());
-    let client = redisson_lock::LockClient::with_config(config)
-        .await
-        .unwrap();
+    let (proxy, client) = support::proxied_client(&server).await;
     // Load the read acquire first, so the cut reply is the script's own.
     let warm_up = client.read_write_lock("warm-up").read_lock();
     warm_up.lock().await.unwrap().unlock().await.unwrap();
-    let sha = redis::Script::new(include_str!("../scripts/lua/read_acquire.lua"))
-        .get_hash()
-        .to_string();
+    let sha = support::script_sha("read_acquire");
 
     proxy.cut_after_reply(&[&sha, "lost"], 1);
     let guard = client

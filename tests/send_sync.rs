@@ -28,6 +28,15 @@ fn public_types_are_send_sync_and_static() {
     is_send_sync_static::<redisson_lock::MultiGuard>();
     is_send_sync_static::<redisson_lock::blocking::FencedLock>();
     is_send_sync_static::<redisson_lock::blocking::FencedGuard>();
+    is_send_sync_static::<redisson_lock::RedLock>();
+    is_send_sync_static::<redisson_lock::RedGuard>();
+    is_send_sync_static::<redisson_lock::blocking::MultiLock>();
+    is_send_sync_static::<redisson_lock::blocking::MultiGuard>();
+    is_send_sync_static::<redisson_lock::blocking::RedLock>();
+    is_send_sync_static::<redisson_lock::blocking::RedGuard>();
+    is_send_sync_static::<redisson_lock::inspect::LockInfo>();
+    is_send_sync_static::<redisson_lock::inspect::Scan>();
+    is_send_sync_static::<redisson_lock::inspect::ServerStats>();
 }
 
 /// Never run: it only has to compile.
@@ -36,7 +45,16 @@ async fn other_kinds_futures_are_send(
     fenced: redisson_lock::FencedLock,
     multi: redisson_lock::MultiLock,
     guard: redisson_lock::MultiGuard,
+    red: redisson_lock::RedLock,
+    client: LockClient,
+    mut scan: redisson_lock::inspect::Scan,
 ) {
+    is_send(&red.lock());
+    is_send(&red.try_lock_for(Duration::ZERO));
+    is_send(&client.inspect("x"));
+    is_send(&client.server_stats());
+    is_send(&scan.next());
+    is_send(&scan.next_page());
     is_send(&fenced.lock());
     is_send(&fenced.try_lock_for(Duration::from_secs(1)));
     is_send(&fenced.token());

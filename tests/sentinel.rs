@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use redisson_lock::observe::SPAN_FAILOVER;
 use redisson_lock::{names, Config, Error, LockClient};
 use support::cluster::Node;
 use support::sentinel::{self, SentinelGroup, MASTER_NAME};
@@ -63,30 +64,9 @@ async fn a_waiter_is_woken_by_the_unlock_message() {
     let _steady = SentinelGroup::steady().await;
     let holder = client_with(|c| c.with_watchdog_timeout(Duration::from_secs(30))).await;
     let waiter = client_with(|c| c).await;
-    let held = holder.lock("s-wake").lock().await.unwrap();
-    let lock = waiter.lock("s-wake");
-    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    let channel = names::lock_channel("s-wake");
-    let subscribed = support::eventually(Duration::from_secs(5), || {
-        listeners(sentinel::get().master(), &channel) == 1
-    })
-    .await;
-    assert!(subscribed, "the waiter subscribes at the master");
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("woken well before the 30 s lease")
-        .unwrap()
-        .unwrap();
-    let took = acquired - released;
-    assert!(
-        took < Duration::from_secs(2),
-        "woken by the message, took {took:?}"
-    );
-    guard.unlock().await.unwrap();
-    holder.shutdown().await;
-    waiter.shutdown().await;
+    let at_master = |channel: &str| listeners(sentinel::get().master(), channel);
+    let what = "the waiter subscribes at the master";
+    support::handover_by_message(holder, waiter, "s-wake", at_master, what).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,21 +97,18 @@ async fn an_unknown_master_name_is_refused_at_connect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
     let _exclusive = SentinelGroup::exclusive().await;
+    let spans = support::spans::install();
     // (A lease that outlasts the failover's window, in which renewals still reach the old
     // master: a shorter one may be lost there, and its holder told.)
     let lease = Duration::from_secs(5);
     let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
     let waiter = client_with(|c| c).await;
-    let held = holder.lock("s-failover").lock().await.unwrap();
-    let lock = waiter.lock("s-failover");
-    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    let channel = names::lock_channel("s-failover");
     let old = sentinel::get().master().port;
-    let subscribed = support::eventually(Duration::from_secs(5), || {
-        listeners(sentinel::get().node(old), &channel) == 1
-    })
-    .await;
-    assert!(subscribed, "the waiter subscribes at the old master");
+    let at_old = |channel: &str| listeners(sentinel::get().node(old), channel);
+    let what = "the waiter subscribes at the old master";
+    let (held, waiting) =
+        support::held_and_waited(&holder, &waiter, "s-failover", at_old, what).await;
+    let channel = names::lock_channel("s-failover");
 
     let switched = Instant::now();
     let new = tokio::task::spawn_blocking(|| sentinel::get().fail_over())
@@ -152,6 +129,18 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
         listeners(sentinel::get().node(new), &channel),
         sentinel::get().master().port
     );
+    // Each client followed it once, in a span saying from where to where.
+    for client in [&holder, &waiter] {
+        let id = client.client_id();
+        let followed = (spans.closed(SPAN_FAILOVER, id, Duration::from_secs(5), |s| {
+            s.field("result") == "followed"
+        }))
+        .await
+        .expect("a failover span");
+        assert_eq!(followed.field("topology"), "sentinel");
+        let (from, to) = (followed.field("from"), followed.field("to"));
+        assert!(from.ends_with(&format!(":{old}")) && to.ends_with(&format!(":{new}")));
+    }
 
     // Renewed at the new master (its TTL goes back up), never lost.
     let pttl = || -> i64 {
@@ -183,13 +172,8 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
     );
     fresh.unlock().await.unwrap();
 
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter gets the lock")
-        .unwrap()
-        .unwrap();
+    let (guard, released, acquired) =
+        support::release_to(held, waiting, "the waiter gets the lock").await;
     assert!(
         acquired - released < Duration::from_secs(1),
         "woken by the message at the new master, took {:?}",
@@ -429,16 +413,12 @@ async fn a_frozen_master_is_left_behind_and_nothing_is_written_there() {
     };
     let holder = client_with(quick).await;
     let waiter = client_with(quick).await;
-    let held = holder.lock("s-frozen").lock().await.unwrap();
-    let lock = waiter.lock("s-frozen");
-    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
-    let channel = names::lock_channel("s-frozen");
     let old = sentinel::get().master().port;
-    let subscribed = support::eventually(Duration::from_secs(5), || {
-        listeners(sentinel::get().node(old), &channel) == 1
-    })
-    .await;
-    assert!(subscribed, "the waiter subscribes at the master");
+    let at_old = |channel: &str| listeners(sentinel::get().node(old), channel);
+    let what = "the waiter subscribes at the master";
+    let (held, waiting) =
+        support::held_and_waited(&holder, &waiter, "s-frozen", at_old, what).await;
+    let channel = names::lock_channel("s-frozen");
 
     let frozen = Instant::now();
     let (old, new) = tokio::task::spawn_blocking(|| sentinel::get().freeze_master())
@@ -506,6 +486,97 @@ async fn a_frozen_master_is_left_behind_and_nothing_is_written_there() {
     holder.shutdown().await;
     waiter.shutdown().await;
     tokio::task::spawn_blocking(move || sentinel::get().resume(old))
+        .await
+        .unwrap();
+}
+
+/// Connections the sentinels have accepted, together: a client's follower opens one per
+/// question (sentinels keep their links to each other, and a sentinel has no commandstats).
+/// Each call opens one to every sentinel too.
+fn sentinel_connections() -> u64 {
+    let group = support::sentinel::get();
+    (group.sentinels.iter())
+        .map(|node| {
+            node.info_field("stats", "total_connections_received")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// One follower per client: the watchdog's connection (its own thread and runtime) moves with
+/// the client's follower instead of asking the sentinels itself, so an idle client asks them
+/// about once a second (Redisson's scanInterval), not twice (two followers: about 22 in the
+/// window; a loaded machine adds a few for timeouts and resubscriptions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_asks_the_sentinels_through_one_follower() {
+    // (Exclusive: another test's clients would ask too.)
+    let _exclusive = SentinelGroup::exclusive().await;
+    let client = client_with(|c| c).await;
+    let window = Duration::from_secs(10);
+    let before = sentinel_connections();
+    tokio::time::sleep(window).await;
+    let sentinels = support::sentinel::get().sentinels.len() as u64;
+    let asked = sentinel_connections() - before - sentinels;
+    assert!(
+        (6..=15).contains(&asked),
+        "one follower asks about once a second: {asked} questions to the sentinels in {window:?}"
+    );
+    client.shutdown().await;
+}
+
+/// A master whose replica left it (here made a master behind the sentinels' back, as a
+/// promotion begins) goes on taking writes that a failover will lose: the first lock write
+/// after that, which no replica acknowledged, is not trusted (the acquire is undone, as
+/// Redisson's fails), though the master, counted again, has no replica to wait for. With that
+/// count, the next acquire sends no `WAIT` and stands, as Redisson's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_after_the_replica_left_is_not_trusted() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let client = client_with(|c| c).await;
+    let name = "s-replica-left";
+    // (Scripts loaded, the replica counted.)
+    client
+        .lock(name)
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let (master, replica) = {
+        let group = sentinel::get();
+        (group.master().port, group.replica().port)
+    };
+    let _: String = sentinel::get()
+        .node(replica)
+        .cmd(&["REPLICAOF", "NO", "ONE"])
+        .unwrap();
+    let left = support::eventually(Duration::from_secs(5), || {
+        support::sentinel::replica_states(sentinel::get().node(master)).is_empty()
+    })
+    .await;
+    assert!(left, "the master lists no replica");
+
+    let err = client.lock(name).try_lock().await.unwrap_err();
+    assert!(err.is_not_replicated(), "{err}");
+    assert!(
+        holders(sentinel::get().node(master), name).is_empty(),
+        "the unacknowledged acquire was undone"
+    );
+    let guard = client.lock(name).try_lock().await.unwrap();
+    assert!(
+        guard.is_some(),
+        "counted again: no WAIT, the acquire stands"
+    );
+    drop(guard);
+    client.shutdown().await;
+
+    let _: String = sentinel::get()
+        .node(replica)
+        .cmd(&["REPLICAOF", "127.0.0.1", &master.to_string()])
+        .unwrap();
+    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
         .await
         .unwrap();
 }

@@ -1,12 +1,16 @@
 //! The floor: the crate's own Lua (`scripts/lua/*.lua`) sent raw over one redis-rs
-//! connection (multiplexed, or redis-rs's cluster connection), with no library logic.
+//! connection (multiplexed, or redis-rs's cluster connection), with no library logic. Where
+//! the master has a replica, each lock write carries `WAIT 1 1000` in the same write, as the
+//! crate and Redisson send by default.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use redis::{IntoConnectionInfo, ProtocolVersion, PushKind, Script, Value};
+use redis::{
+    Cmd, ErrorKind, IntoConnectionInfo, ProtocolVersion, PushKind, Script, ServerErrorKind, Value,
+};
 use tokio::sync::Notify;
 
 use crate::target::{FloorConn, Target};
@@ -23,6 +27,47 @@ const LATCH_PX_MS: u64 = 20_000;
 
 static LATCH_SEQ: AtomicU64 = AtomicU64::new(1);
 
+/// The acknowledgement each lock write waits for where the master has a replica: its one
+/// replica, within 1 s (the crate's `with_replica_sync` default, Redisson's
+/// `slavesSyncTimeout`).
+pub(crate) const WAIT_MS: u64 = 1_000;
+
+/// `EVALSHA` of `script` with `keys`; the caller adds the arguments.
+pub(crate) fn evalsha(script: &Script, keys: &[&str]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    cmd
+}
+
+/// Sends `cmd` (an `EVALSHA` of `script`), followed by `WAIT 1 1000` in the same write when
+/// `wait` (redis-rs's cluster connection routes the pair by the script's key: `WAIT` has
+/// none). On `NOSCRIPT` the script is loaded and the call sent again, as `Script` does.
+pub(crate) async fn send<T: redis::FromRedisValue>(
+    conn: &mut FloorConn,
+    script: &Script,
+    cmd: &Cmd,
+    wait: bool,
+) -> T {
+    loop {
+        let reply = if wait {
+            let mut pipe = redis::pipe();
+            pipe.add_command(cmd.clone())
+                .cmd("WAIT")
+                .arg(1)
+                .arg(WAIT_MS);
+            pipe.query_async::<(T, i64)>(conn).await.map(|(r, _)| r)
+        } else {
+            cmd.query_async(conn).await
+        };
+        match reply {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                script.load_async(conn).await.expect("floor: SCRIPT LOAD");
+            }
+            reply => return reply.expect("floor script"),
+        }
+    }
+}
+
 /// One lock name and owner field spoken to over a raw connection: acquire script, unlock
 /// script with a fresh latch, and the latch `DEL` sent without waiting for its reply (as
 /// Redisson does: docs/PROTOCOL.md §4). Waiting, when needed, listens on `wake`.
@@ -35,6 +80,8 @@ pub(crate) struct FloorLock {
     field: String,
     pub(crate) lease_ms: u64,
     wake: Arc<Notify>,
+    /// `WAIT` for the master's replica behind each acquire and unlock.
+    wait: bool,
 }
 
 impl FloorLock {
@@ -44,6 +91,7 @@ impl FloorLock {
         key: &str,
         field: String,
         wake: Arc<Notify>,
+        wait: bool,
     ) -> Self {
         FloorLock {
             conn,
@@ -53,6 +101,7 @@ impl FloorLock {
             field,
             lease_ms: LEASE_MS,
             wake,
+            wait,
         }
     }
 
@@ -70,15 +119,11 @@ impl FloorLock {
     /// One attempt under `latch`; once acquired, the latch is deleted without waiting for
     /// the reply (as the unlock latch is).
     async fn attempt(&mut self, latch: String) -> Option<i64> {
-        let reply: Option<i64> = ACQUIRE
-            .key(&self.key)
-            .key(&latch)
-            .arg(self.lease_ms)
+        let mut cmd = evalsha(&ACQUIRE, &[&self.key, &latch]);
+        cmd.arg(self.lease_ms)
             .arg(&self.field)
-            .arg(self.lease_ms.max(LATCH_PX_MS))
-            .invoke_async(&mut self.conn)
-            .await
-            .expect("floor acquire");
+            .arg(self.lease_ms.max(LATCH_PX_MS));
+        let reply: Option<i64> = send(&mut self.conn, &ACQUIRE, &cmd, self.wait).await;
         if reply.is_none() {
             let mut conn = self.conn.clone();
             tokio::spawn(async move {
@@ -112,18 +157,13 @@ impl FloorLock {
     pub(crate) async fn unlock(&mut self) {
         let id = LATCH_SEQ.fetch_add(1, Ordering::Relaxed);
         let latch = format!("redisson_unlock_latch:{{{}}}:{id:032x}", self.key);
-        let reply: Option<i64> = UNLOCK
-            .key(&self.key)
-            .key(&self.channel)
-            .key(&latch)
-            .arg("0")
+        let mut cmd = evalsha(&UNLOCK, &[&self.key, &self.channel, &latch]);
+        cmd.arg("0")
             .arg(self.lease_ms)
             .arg(&self.field)
             .arg(self.publish)
-            .arg(LATCH_PX_MS)
-            .invoke_async(&mut self.conn)
-            .await
-            .expect("floor unlock");
+            .arg(LATCH_PX_MS);
+        let reply: Option<i64> = send(&mut self.conn, &UNLOCK, &cmd, self.wait).await;
         assert!(reply.is_some(), "floor unlock: not held");
         let mut conn = self.conn.clone();
         tokio::spawn(async move {

@@ -11,7 +11,7 @@ use redisson_lock::{names, LockClient, LockGuard};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use crate::floor::{FloorLock, RENEW};
+use crate::floor::{FloorLock, RENEW, WAIT_MS};
 use crate::java::Driven;
 use crate::redis_util::script_calls;
 use crate::stats::{median, Results};
@@ -97,6 +97,7 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
         } else {
             let conn = FloorConn::open(&target).await;
             let publish = target.publish_command();
+            let wait = target.has_replicas();
             let field = "00000000-0000-4000-8000-000000000000:1".to_string();
             rss0 = rss_bytes();
             started = Instant::now();
@@ -108,6 +109,7 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
                         &format!("bench:p4:{i}"),
                         field.clone(),
                         Arc::new(Notify::new()),
+                        wait,
                     );
                     lock.lease_ms = watchdog_ms;
                     async move {
@@ -149,6 +151,17 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
                         }
                         // (A lock that expired anyway shows in the held share at the end.)
                         let _: Vec<i64> = call.invoke_async(&mut conn).await.expect("renew");
+                    }
+                    // With replicas, one acknowledgement per cycle and master, as the crate
+                    // waits once behind each master's renewals (redis-rs's cluster connection
+                    // sends WAIT to every master).
+                    if wait {
+                        let _: i64 = redis::cmd("WAIT")
+                            .arg(1)
+                            .arg(WAIT_MS)
+                            .query_async(&mut conn)
+                            .await
+                            .expect("WAIT");
                     }
                     next = cycle + interval;
                 }

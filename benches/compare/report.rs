@@ -1,7 +1,8 @@
 //! The markdown table on stdout, and the issue's targets judged on this run's medians.
 
-use crate::scenarios::PLAIN;
+use crate::scenarios::{PLAIN, WATCHING};
 use crate::stats::{median, Results};
+use crate::target::Target;
 use crate::Plan;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -33,8 +34,8 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-/// The figures of one target (standalone or cluster) and its targets judged.
-pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], cluster: bool) -> String {
+/// The figures of one target (standalone, cluster, Sentinel) and its targets judged.
+pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target) -> String {
     let mut out = String::new();
     let mut header = "| scenario | metric | crate | floor |".to_string();
     let mut rule = "| --- | --- | ---: | ---: |".to_string();
@@ -163,6 +164,23 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], cluster: bool) -
         Better::Lower,
         true,
     );
+    // The same with prompt loss detection on (each holder listens on its lock's channel).
+    row(
+        WATCHING,
+        "P1 uncontended",
+        "prompt loss detection on: lock+unlock p50 µs",
+        "p1.p50_us",
+        Better::Lower,
+        true,
+    );
+    row(
+        WATCHING,
+        "P1 uncontended",
+        "prompt loss detection on: … p99 µs",
+        "p1.p99_us",
+        Better::Lower,
+        true,
+    );
     row(
         "crate",
         &format!("P2 {} owners", plan.p2_owners),
@@ -177,6 +195,14 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], cluster: bool) -
         "client CPU µs / pair (Redisson: threads)",
         "p2.cpu_us",
         Better::Lower,
+        true,
+    );
+    row(
+        WATCHING,
+        &format!("P2 {} owners", plan.p2_owners),
+        "prompt loss detection on: lock+unlock pairs/s",
+        "p2.ops",
+        Better::Higher,
         true,
     );
     row(
@@ -349,10 +375,16 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], cluster: bool) -
     {
         out.push_str("\n‡ That client lost locks during P4 (see “% still held”): its renewal figures cover fewer locks, so they are shown but not compared.\n");
     }
-    out.push_str(&if cluster {
-        cluster_targets(plan, r, &behind, compared)
-    } else {
-        targets(plan, r, &behind, compared)
+    out.push_str(&match target {
+        Target::Single(_) => targets(plan, r, &behind, compared),
+        Target::Cluster { masters, .. } => {
+            cluster_targets(plan, r, masters.len(), &behind, compared)
+        }
+        // Issue #6's targets are the standalone server's; here, only the comparison.
+        Target::Sentinel { .. } => format!(
+            "\n| target | this run | verdict |\n| --- | --- | --- |\n{}",
+            ahead(&behind, compared)
+        ),
     });
     let reps = r.reps("p1.p50_us", "crate");
     out.push_str(&format!(
@@ -465,12 +497,13 @@ fn ahead(behind: &[(String, String)], compared: usize) -> String {
 fn cluster_targets(
     plan: &Plan,
     r: &Results,
+    masters: usize,
     behind: &[(String, String)],
     compared: usize,
 ) -> String {
     let mut out =
         String::from("\n| target (issue #14) | this run | verdict |\n| --- | --- | --- |\n");
-    let masters = 3.0;
+    let masters = masters as f64;
     for n in &plan.p4_counts {
         let writes = r.median(&format!("p4.{n}.writes"), "crate");
         let calls = r.median(&format!("p4.{n}.calls"), "crate");

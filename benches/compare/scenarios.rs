@@ -24,6 +24,10 @@ pub(crate) const P3_KEY: &str = "bench:p3";
 /// The P3 name of the crate with local hand-off off.
 pub(crate) const PLAIN: &str = "crate-plain";
 
+/// The P1/P2 name of the crate with prompt loss detection on (each holder listens on its
+/// lock's channel while it holds): what that costs.
+pub(crate) const WATCHING: &str = "crate-watch";
+
 // ---------------------------------------------------------------------------------------------
 // One lock, either implementation
 
@@ -58,6 +62,7 @@ enum Setup {
         conn: FloorConn,
         publish: &'static str,
         client_id: String,
+        wait: bool,
     },
 }
 
@@ -79,10 +84,19 @@ impl Setup {
                         .expect("crate connect"),
                 )
             }
+            WATCHING => {
+                let config = target.config().with_prompt_loss_detection(true);
+                Setup::Crate(
+                    LockClient::with_config(config)
+                        .await
+                        .expect("crate connect"),
+                )
+            }
             _ => Setup::Floor {
                 conn: FloorConn::open(target).await,
                 publish: target.publish_command(),
                 client_id: "00000000-0000-4000-8000-000000000000".to_string(),
+                wait: target.has_replicas(),
             },
         }
     }
@@ -95,12 +109,14 @@ impl Setup {
                 conn,
                 publish,
                 client_id,
+                wait,
             } => Locker::Floor(FloorLock::new(
                 conn.clone(),
                 publish,
                 key,
                 format!("{client_id}:{}", owner + 1),
                 wake.clone(),
+                *wait,
             )),
         }
     }

@@ -1,6 +1,8 @@
-//! What a run is measured against: one standalone server, or a Redis Cluster of masters only
-//! (no replicas, so no client waits for replica acknowledgements). Server-side counters of a
+//! What a run is measured against: one standalone server, a Redis Cluster (masters only, or a
+//! replica per master), or a Sentinel-watched master with a replica. Server-side counters of a
 //! cluster are summed over its masters; a key's own counters are read at its slot's master.
+//! With replicas, every client waits for them after each lock write (`WAIT`): the crate and
+//! Redisson by default, the floor in the same write as its script.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,26 +17,102 @@ use crate::redis_util::parse_commandstats;
 #[derive(Clone, Debug)]
 pub(crate) enum Target {
     Single(String),
-    /// The masters' URLs; every slot lives on one of them.
-    Cluster(Vec<String>),
+    /// The masters' URLs; every slot lives on one of them. `replicas`: each master has one.
+    Cluster {
+        masters: Vec<String>,
+        replicas: bool,
+    },
+    /// The master the sentinels know as `name` (with one replica), and where it is now.
+    Sentinel {
+        name: String,
+        sentinels: Vec<String>,
+        master: String,
+    },
 }
 
 impl Target {
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Target::Cluster(_))
+    /// A Sentinel group from `NAME@URL,URL,...` (the sentinels), its master asked of them.
+    pub(crate) fn sentinel(spec: &str) -> Target {
+        let (name, urls) = spec.split_once('@').expect("--sentinel NAME@URL,URL,...");
+        let sentinels: Vec<String> = urls.split(',').map(|s| s.trim().to_string()).collect();
+        let (host, port): (String, u16) = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(name)
+            .query(&mut sync_conn(&sentinels[0]))
+            .expect("the sentinels name a master");
+        Target::Sentinel {
+            name: name.to_string(),
+            sentinels,
+            master: format!("redis://{host}:{port}"),
+        }
     }
 
-    /// The servers that hold data.
+    /// This target as the orchestrator's command-line arguments (for the P4 child).
+    pub(crate) fn args(&self) -> [String; 2] {
+        match self {
+            Target::Single(url) => ["--redis".into(), url.clone()],
+            Target::Cluster { masters, replicas } => [
+                if *replicas {
+                    "--cluster-replicas"
+                } else {
+                    "--cluster"
+                }
+                .into(),
+                masters.join(","),
+            ],
+            Target::Sentinel {
+                name, sentinels, ..
+            } => [
+                "--sentinel".into(),
+                format!("{name}@{}", sentinels.join(",")),
+            ],
+        }
+    }
+
+    /// The heading of this target's table.
+    pub(crate) fn title(&self) -> String {
+        match self {
+            Target::Single(_) => "Standalone".into(),
+            Target::Cluster {
+                masters,
+                replicas: false,
+            } => format!("Redis Cluster: {} masters, no replicas", masters.len()),
+            Target::Cluster {
+                masters,
+                replicas: true,
+            } => format!(
+                "Redis Cluster: {} masters, one replica each (replica sync on)",
+                masters.len()
+            ),
+            Target::Sentinel { .. } => {
+                "Sentinel: one master, one replica, 3 sentinels (replica sync on)".into()
+            }
+        }
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster { .. })
+    }
+
+    /// Whether every master has a replica: lock writes then wait for it (`WAIT 1 <1 s>`).
+    pub(crate) fn has_replicas(&self) -> bool {
+        matches!(
+            self,
+            Target::Cluster { replicas: true, .. } | Target::Sentinel { .. }
+        )
+    }
+
+    /// The servers that hold data (masters: a replica follows its master's `FLUSHALL`).
     pub(crate) fn nodes(&self) -> &[String] {
         match self {
-            Target::Single(url) => std::slice::from_ref(url),
-            Target::Cluster(masters) => masters,
+            Target::Single(url) | Target::Sentinel { master: url, .. } => std::slice::from_ref(url),
+            Target::Cluster { masters, .. } => masters,
         }
     }
 
     /// The URL of the master that holds `key`.
     pub(crate) fn node_of(&self, key: &str) -> String {
-        let Target::Cluster(masters) = self else {
+        let Target::Cluster { masters, .. } = self else {
             return self.nodes()[0].clone();
         };
         let slot = names::cluster_slot(key) as i64;
@@ -57,7 +135,10 @@ impl Target {
     pub(crate) fn config(&self) -> Config {
         match self {
             Target::Single(url) => Config::from_url(url).unwrap(),
-            Target::Cluster(masters) => Config::cluster(masters).unwrap(),
+            Target::Cluster { masters, .. } => Config::cluster(masters).unwrap(),
+            Target::Sentinel {
+                name, sentinels, ..
+            } => Config::sentinel(name, sentinels).unwrap(),
         }
     }
 
@@ -72,11 +153,15 @@ impl Target {
     }
 
     /// The URL argument of `interop.Bench`: `cluster:` and the masters, the one holding
-    /// `stats_key` first (Bench reads its per-key counters at the first URL).
+    /// `stats_key` first (Bench reads its per-key counters at the first URL), or `sentinel:`,
+    /// the master's name, `@` and the sentinels (Bench asks them for the master).
     pub(crate) fn java_url(&self, stats_key: &str) -> String {
         match self {
             Target::Single(url) => url.clone(),
-            Target::Cluster(masters) => {
+            Target::Sentinel {
+                name, sentinels, ..
+            } => format!("sentinel:{name}@{}", sentinels.join(",")),
+            Target::Cluster { masters, .. } => {
                 let first = self.node_of(stats_key);
                 let mut all = vec![first.clone()];
                 all.extend(masters.iter().filter(|m| **m != first).cloned());
@@ -153,8 +238,11 @@ pub(crate) enum FloorConn {
 impl FloorConn {
     pub(crate) async fn open(target: &Target) -> FloorConn {
         match target {
-            Target::Single(url) => FloorConn::Single(multiplexed(url).await),
-            Target::Cluster(masters) => {
+            // Through Sentinel: straight to the master (asking the sentinels is once per client).
+            Target::Single(url) | Target::Sentinel { master: url, .. } => {
+                FloorConn::Single(multiplexed(url).await)
+            }
+            Target::Cluster { masters, .. } => {
                 let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
                 let client = redis::cluster::ClusterClientBuilder::new(masters.clone())
                     .response_timeout(Duration::from_secs(10))

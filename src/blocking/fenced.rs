@@ -205,7 +205,29 @@ impl FencedLock {
     /// # let _ = mine; Ok::<(), redisson_lock::Error>(())
     /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.run(|l| async move { Ok(l.hold_count().await? > 0) })
+        self.run(|l| async move { l.is_held_by_current().await })
+    }
+
+    /// Whether any owner holds the lock. See [`crate::FencedLock::is_locked`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let held = client.fenced_lock("ledger").is_locked()?;
+    /// # let _ = held; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.run(|l| async move { l.is_locked().await })
+    }
+
+    /// The remaining lease. See [`crate::FencedLock::remaining_lease`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let left = client.fenced_lock("ledger").remaining_lease()?;
+    /// # let _ = left; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        self.run(|l| async move { l.remaining_lease().await })
     }
 
     /// The calling thread's (or the bound owner's) hold count.

@@ -23,6 +23,7 @@
 //! ```
 
 mod fenced;
+mod multi;
 mod read_write;
 
 use std::future::Future;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use crate::{Config, Owner, Result};
 
 pub use fenced::{FencedGuard, FencedLock};
+pub use multi::{MultiGuard, MultiLock, RedGuard, RedLock};
 pub use read_write::ReadWriteLock;
 
 /// Owns the runtime; shuts it down without blocking an async context.

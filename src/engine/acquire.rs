@@ -5,6 +5,7 @@
 //! when the call is dropped is finished in the background ([`InFlight`]), and a waiter's place
 //! in the hand-off queue is given back when it goes ([`Parked`]).
 
+use crate::observe::{About, Acquired};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,10 +13,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
-use crate::engine::holds::{Lease, Ticket};
+use crate::engine::registry::{Lease, Ticket};
 use crate::engine::release::{Job, PendingAttempt};
 use crate::engine::request::AcquireRequest;
 use crate::engine::Engine;
@@ -49,8 +51,41 @@ pub(crate) struct Target<'a> {
 
 impl Target<'_> {
     /// The acquire loop shared by every acquiring method of every kind. `wait: None` waits
-    /// forever.
+    /// forever. How it ended is reported (a cancelled call reports nothing).
     pub(crate) async fn acquire(
+        &self,
+        owner: Owner,
+        field: Arc<str>,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<Granted>> {
+        let started = Instant::now();
+        let observe = &self.shared.core.registry.observe;
+        // One span per call; the loop's events (retries, late holds) are in it.
+        let span = observe.acquire_span(self.about(), &field);
+        let granted = (self.acquire_loop(owner, field, wait, lease))
+            .instrument(span.clone())
+            .await;
+        let result = match &granted {
+            Ok(Some(_)) => Acquired::Yes,
+            Ok(None) => Acquired::TimedOut,
+            Err(_) => Acquired::Failed,
+        };
+        observe.acquire_ended(&span, self.about(), result, started.elapsed());
+        granted
+    }
+
+    /// What this call's span and events carry.
+    fn about(&self) -> About<'_> {
+        About {
+            client_id: self.shared.core.registry.client_id(),
+            lock: self.name,
+            key: self.key,
+            kind: self.raw.name(),
+        }
+    }
+
+    async fn acquire_loop(
         &self,
         owner: Owner,
         field: Arc<str>,
@@ -170,7 +205,7 @@ impl Target<'_> {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
                     && ((!self.raw.is_shared()
-                        && self.shared.core.holds.held_by_other(self.key, owner))
+                        && self.shared.core.registry.held_by_other(self.key, owner))
                         || handoffs.in_flight(self.key)) =>
                 {
                     None
@@ -266,6 +301,9 @@ impl Target<'_> {
 
     /// A hold just acquired and registered under `ticket`.
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
+        if self.shared.config.prompt_loss_detection() && self.raw.waiting() == Waiting::Message {
+            crate::engine::loss::watch(&self.shared.core, &ticket, &self.shared.client_id);
+        }
         Hold::new(self.shared.clone(), ticket, lease)
     }
 
@@ -306,8 +344,8 @@ impl Target<'_> {
                     let ticket = self
                         .shared
                         .core
-                        .holds
-                        .register(self.raw, self.key, owner, lease, since);
+                        .registry
+                        .register(self.raw, self.key, self.name, owner, lease, since);
                     request.spend();
                     let hold = self.hold(lease, ticket);
                     return Ok(Ok(Granted { hold, token }));
@@ -327,8 +365,6 @@ impl Target<'_> {
                         timeout: self.shared.config.replica_sync().unwrap_or_default(),
                     });
                 }
-                // (A single attempt loads an unknown script and runs again: not reached.)
-                Ok(Attempt::NotRun) => continue,
                 Err(err) if crate::error::is_transient(&err) => {
                     // A refused connection never carried the command, a server error is an
                     // answer: nothing to settle then.

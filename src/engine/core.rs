@@ -10,13 +10,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, PublishMode};
 use crate::engine::handoff::{Handoffs, Offer};
-use crate::engine::holds::{Holds, Lease, LostHold};
 use crate::engine::latches::{self, SpentLatches};
+use crate::engine::registry::{Lease, LostHold, Registry};
 use crate::engine::release::{self, Job, PendingReleases, Unlock};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
+use crate::observe::Observe;
 use crate::raw::Protocol;
 use crate::transport::connect;
+use crate::transport::naming::ConnName;
 use crate::transport::pubsub::Hub;
 
 /// How long a shutdown keeps trying to delete spent latches when Redis is not answering (a
@@ -31,15 +33,13 @@ const SHUTDOWN_SWEEP: std::time::Duration = std::time::Duration::from_secs(2);
 pub(crate) struct Core {
     pub(crate) protocol: Protocol,
     pub(crate) latches: Arc<SpentLatches>,
-    pub(crate) holds: Arc<Holds>,
+    pub(crate) registry: Arc<Registry>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) handoffs: Arc<Handoffs>,
     /// For holds a hand-off acquired for a waiter that had gone (weak: the release task's own
     /// copy must not keep its channel open).
     pub(crate) jobs: mpsc::WeakUnboundedSender<Job>,
     pub(crate) pending: Arc<PendingReleases>,
-    /// The client's key prefix, to name a lock from its key in logs.
-    pub(crate) key_prefix: Arc<str>,
     /// The watchdog lease in ms (what a partial unlock resets the TTL to).
     pub(crate) watchdog_lease_ms: u64,
 }
@@ -67,8 +67,8 @@ impl Core {
     }
 
     /// Forgets the entry of `ticket` if its lock was found lost, and releases what may remain.
-    pub(crate) fn forget_lost(&self, ticket: &crate::engine::holds::Ticket) {
-        if let Some(lost) = self.holds.forget_lost(ticket) {
+    pub(crate) fn forget_lost(&self, ticket: &crate::engine::registry::Ticket) {
+        if let Some(lost) = self.registry.forget_lost(ticket) {
             self.release_lost(&lost);
         }
     }
@@ -81,27 +81,17 @@ impl Core {
         if !lost.may_remain() {
             return;
         }
-        tracing::debug!(key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
+        tracing::debug!(lock = %lost.name, key = %lost.key, holds = lost.holds, "releasing a hold lost by its lease clock");
         self.release_holds(lost);
-    }
-
-    /// The lock name of `key` (the key without the client's prefix; the same allocation when
-    /// there is none).
-    pub(crate) fn name_of(&self, key: &Arc<str>) -> Arc<str> {
-        match key.strip_prefix(&*self.key_prefix) {
-            Some(name) if !self.key_prefix.is_empty() => name.into(),
-            _ => key.clone(),
-        }
     }
 
     /// Has the release task release every hold `lost` had, one unlock each (the unlock
     /// script takes one hold off per call), with the watchdog lease for what remains.
     pub(crate) fn release_holds(&self, lost: &LostHold) {
-        let name = self.name_of(&lost.key);
         for _ in 0..lost.holds {
             let unlock = Unlock::new(
                 lost.raw,
-                name.clone(),
+                lost.name.clone(),
                 lost.key.clone(),
                 lost.field.clone(),
                 self.watchdog_lease_ms,
@@ -115,12 +105,15 @@ impl Core {
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
         // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
         // do not hand off.)
-        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.wait_for(&unlock.key).is_some()
-        {
+        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.waits(&unlock.key) {
             return None;
         }
-        self.handoffs
-            .offer(&unlock.key, unlock.raw, self.hub.is_connected())
+        self.handoffs.offer(
+            &unlock.key,
+            &unlock.name,
+            unlock.raw,
+            self.hub.is_connected(),
+        )
     }
 }
 
@@ -173,8 +166,14 @@ impl Drop for Engine {
 
 impl Engine {
     /// Connects as `config` says, and starts the background tasks.
-    pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
+    pub(crate) async fn start(mut config: Config) -> Result<Arc<Engine>> {
         config.validate()?;
+        let client_id = uuid::Uuid::new_v4().to_string();
+        config.conn_name = Some(ConnName::new(
+            &client_id,
+            &config.service_name(),
+            config.prompt_loss_detection(),
+        ));
         let mut conn = connect::open(&config, None).await?;
         let mode = connect::publish_mode(&mut conn, &config).await?;
         connect::require_replica_sync(&mut conn, &config).await?;
@@ -183,14 +182,17 @@ impl Engine {
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
-        let client_id = uuid::Uuid::new_v4().to_string();
-        let holds = Arc::new(Holds::new(config.watchdog_timeout(), &client_id));
+        let observe = Observe {
+            lock_names: config.lock_names_in_metrics(),
+        };
+        let holds =
+            Arc::new(Registry::new(config.watchdog_timeout(), &client_id).observed(observe));
         let (jobs, rx) = mpsc::unbounded_channel();
         let latches = Arc::new(SpentLatches::default());
         let core = Core {
             protocol: protocol.clone(),
             latches: latches.clone(),
-            holds,
+            registry: holds,
             hub,
             // On a cluster in classic mode, a channel's listeners may sit on any node: one
             // node's count cannot show this client alone, so releases never hand off there.
@@ -199,7 +201,6 @@ impl Engine {
             )),
             jobs: jobs.downgrade(),
             pending: Arc::default(),
-            key_prefix: config.key_prefix().into(),
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
         };
         spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
@@ -234,7 +235,7 @@ impl Engine {
 
     async fn close(&self) {
         self.handoffs().close();
-        for held in self.core.holds.drain() {
+        for held in self.core.registry.drain() {
             self.core.release_holds(&held);
         }
         let (done, flushed) = oneshot::channel();
@@ -257,8 +258,8 @@ impl Engine {
 async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();
-    // (Its own connections, the client's view of the cluster.)
-    let topology = core.protocol.connection().topology().cloned();
+    // (Its own connections, the client's view of the cluster or the sentinels' master.)
+    let client_conn = core.protocol.connection().clone();
     let (ready, connected) = oneshot::channel();
     std::thread::Builder::new()
         .name("redisson-lock-watchdog".into())
@@ -274,7 +275,10 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                 }
             };
             runtime.block_on(async move {
-                match connect::open(&config, topology.as_ref()).await {
+                let opened = connect::open(&config, Some(&client_conn)).await;
+                // (Only its view is kept: the client's own handles must not outlive it here.)
+                drop(client_conn);
+                match opened {
                     Ok(conn) => {
                         let watchdog = Watchdog {
                             protocol: Protocol::new(conn, publish, config.replica_sync()),
@@ -282,6 +286,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),
                             batch_size: config.renewal_batch_size(),
+                            hold_warning: config.hold_warning(),
                         };
                         let _ = ready.send(Ok(()));
                         watchdog.run(shutdown).await;

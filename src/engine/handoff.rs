@@ -33,7 +33,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::engine::holds::{Holds, Lease, Ticket};
+use crate::engine::registry::{Lease, Registry, Ticket};
 use crate::owner::Owner;
 use crate::raw::Kind;
 use crate::raw::{AcquireArgs, Attempt};
@@ -270,6 +270,7 @@ impl Handoffs {
     pub(crate) fn offer(
         self: &Arc<Self>,
         key: &Arc<str>,
+        name: &Arc<str>,
         raw: &'static Kind,
         subscribed: bool,
     ) -> Option<Offer> {
@@ -297,6 +298,7 @@ impl Handoffs {
         Some(Offer {
             handoffs: self.clone(),
             key: key.clone(),
+            name: name.clone(),
             waiter,
             settled: false,
         })
@@ -334,6 +336,7 @@ impl Queues {
 pub(crate) struct Offer {
     handoffs: Arc<Handoffs>,
     key: Arc<str>,
+    name: Arc<str>,
     /// The waiter taken, and the latch it acquires under.
     waiter: Option<(Arc<Place>, Arc<str>)>,
     settled: bool,
@@ -364,14 +367,14 @@ impl Offer {
 
     /// Records the answers of the write: `listeners` (the channel's subscriber count, if it
     /// was read) decides the next release, and the waiter, if any, gets its outcome; an
-    /// acquired hold is registered in `holds` first, with `sent_at` as its confirmation time.
+    /// acquired hold is registered in the registry first, with `sent_at` as its confirmation time.
     /// Returns the hold to release if the waiter had gone, and whether the waiter did not get
     /// the lock (its neighbours, who skipped their attempts meanwhile, should look again).
     pub(crate) fn settle(
         mut self,
         listeners: Option<i64>,
         attempt: Option<redis::RedisResult<Attempt>>,
-        holds: &Holds,
+        holds: &Registry,
         raw: &'static Kind,
         sent_at: Instant,
     ) -> (Option<Orphan>, bool) {
@@ -402,16 +405,24 @@ impl Offer {
                     None
                 }
                 _ if matches!(*state, PlaceState::Gone) => None,
-                Ok(Attempt::Acquired { token }) => Some(Outcome::Acquired(
-                    holds.register(raw, &self.key, place.owner, place.lease, sent_at),
-                    token,
-                )),
+                Ok(Attempt::Acquired { token }) => {
+                    let (owner, lease) = (place.owner, place.lease);
+                    let ticket = holds.register(raw, &self.key, &self.name, owner, lease, sent_at);
+                    holds.observe.handed_off(holds.about(&ticket));
+                    Some(Outcome::Acquired(ticket, token))
+                }
                 Ok(Attempt::Unsynced { .. }) => Some(Outcome::Acquired(
-                    holds.register(raw, &self.key, place.owner, place.lease, sent_at),
+                    holds.register(
+                        raw,
+                        &self.key,
+                        &self.name,
+                        place.owner,
+                        place.lease,
+                        sent_at,
+                    ),
                     None,
                 )),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
-                Ok(Attempt::NotRun) => Some(Outcome::Withdrawn),
                 Err(err) => Some(Outcome::Failed(err, sent_at)),
             };
             missed = !matches!(outcome, Some(Outcome::Acquired(..)));
@@ -479,10 +490,10 @@ mod tests {
     fn alone(handoffs: &Arc<Handoffs>, key: &Arc<str>) {
         // A count-only release tells the registry this client is alone on the channel.
         let offer = handoffs
-            .offer(key, &RLOCK, true)
+            .offer(key, key, &RLOCK, true)
             .expect("a waiter is parked");
         assert!(offer.waiter().is_none(), "nothing known yet: count only");
-        offer.settle(Some(1), None, &Holds::default(), &RLOCK, Instant::now());
+        offer.settle(Some(1), None, &Registry::default(), &RLOCK, Instant::now());
     }
 
     #[test]
@@ -491,7 +502,7 @@ mod tests {
         let key: Arc<str> = "k".into();
         let (a, b) = (place("u:1"), place("u:2"));
         assert!(
-            handoffs.offer(&key, &RLOCK, true).is_none(),
+            handoffs.offer(&key, &key, &RLOCK, true).is_none(),
             "no waiter: plain unlock"
         );
         handoffs.park(&key, &a, true);
@@ -499,13 +510,13 @@ mod tests {
         alone(&handoffs, &key);
         assert!(
             handoffs
-                .offer(&key, &RLOCK, false)
+                .offer(&key, &key, &RLOCK, false)
                 .unwrap()
                 .waiter()
                 .is_none(),
             "own subscription not live: count only"
         );
-        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
+        let offer = handoffs.offer(&key, &key, &RLOCK, true).unwrap();
         let acquire = offer.waiter().expect("hands off");
         assert_eq!(
             (acquire.field, acquire.lease_ms, acquire.latch),
@@ -513,7 +524,7 @@ mod tests {
         );
         assert!(handoffs.in_flight("k"));
         assert!(matches!(handoffs.leave("k", &a), Standing::Pending));
-        let holds = Holds::default();
+        let holds = Registry::default();
         let (orphan, missed) = offer.settle(
             Some(2),
             Some(Ok(Attempt::Acquired { token: None })),
@@ -533,7 +544,7 @@ mod tests {
         ));
         // Another client is listening now: the next release only counts.
         assert!(handoffs
-            .offer(&key, &RLOCK, true)
+            .offer(&key, &key, &RLOCK, true)
             .unwrap()
             .waiter()
             .is_none());
@@ -554,10 +565,10 @@ mod tests {
         handoffs.park(&key, &fenced, true);
         alone(&handoffs, &key);
         // An RLock release would send RLock's acquire: no fencing token for this waiter.
-        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
+        let offer = handoffs.offer(&key, &key, &RLOCK, true).unwrap();
         assert!(offer.waiter().is_none(), "count only");
         drop(offer);
-        let offer = handoffs.offer(&key, &crate::raw::fenced::FENCED, true);
+        let offer = handoffs.offer(&key, &key, &crate::raw::fenced::FENCED, true);
         assert!(offer.unwrap().waiter().is_some(), "its own kind hands off");
     }
 
@@ -569,7 +580,7 @@ mod tests {
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
         assert!(matches!(handoffs.leave("k", &a), Standing::Free));
-        assert!(handoffs.offer(&key, &RLOCK, true).is_none());
+        assert!(handoffs.offer(&key, &key, &RLOCK, true).is_none());
     }
 
     #[test]
@@ -579,9 +590,9 @@ mod tests {
         let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
-        let offer = handoffs.offer(&key, &RLOCK, true).unwrap();
+        let offer = handoffs.offer(&key, &key, &RLOCK, true).unwrap();
         assert!(matches!(handoffs.forget("k", &a), Forgotten::InFlight));
-        let holds = Holds::default();
+        let holds = Registry::default();
         let (orphan, _) = offer.settle(
             Some(1),
             Some(Ok(Attempt::Acquired { token: None })),
@@ -600,7 +611,7 @@ mod tests {
         let a = place("u:1");
         handoffs.park(&key, &a, true);
         alone(&handoffs, &key);
-        drop(handoffs.offer(&key, &RLOCK, true).unwrap());
+        drop(handoffs.offer(&key, &key, &RLOCK, true).unwrap());
         assert!(!handoffs.in_flight("k"));
         assert!(matches!(
             handoffs.leave("k", &a),
@@ -615,13 +626,13 @@ mod tests {
         let a = place("u:1");
         off.park(&key, &a, true);
         assert_eq!(off.parked(), 1, "counted all the same");
-        assert!(off.offer(&key, &RLOCK, true).is_none());
+        assert!(off.offer(&key, &key, &RLOCK, true).is_none());
         assert!(matches!(off.leave("k", &a), Standing::Free));
         assert_eq!(off.parked(), 0);
         let closed = Arc::new(Handoffs::new(true));
         closed.park(&key, &place("u:1"), true);
         alone(&closed, &key);
         closed.close();
-        assert!(closed.offer(&key, &RLOCK, true).is_none());
+        assert!(closed.offer(&key, &key, &RLOCK, true).is_none());
     }
 }

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::engine::holds::{Lease, Surrender, Ticket};
+use crate::engine::registry::{Lease, Surrender, Ticket};
 use crate::engine::release::{Job, Unlock};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::observe::Unlocked;
 use crate::owner::Owner;
 use crate::raw::Kind;
 use crate::raw::Release;
@@ -26,7 +28,7 @@ pub(crate) struct Hold {
     lease: PackedLease,
 }
 
-/// A [`Lease`] in 8 bytes: a fixed lease in nanoseconds (at most [`MAX_LEASE`](crate::engine::holds::MAX_LEASE),
+/// A [`Lease`] in 8 bytes: a fixed lease in nanoseconds (at most [`MAX_LEASE`](crate::engine::registry::MAX_LEASE),
 /// well inside a `u64`), 0 for the watchdog.
 #[derive(Clone, Copy)]
 struct PackedLease(u64);
@@ -60,13 +62,9 @@ impl Hold {
         self.ticket.raw
     }
 
-    /// The lock's name: its key without the client's prefix.
+    /// The lock's name.
     pub(crate) fn name(&self) -> &str {
-        let prefix = self.shared.config.key_prefix();
-        self.ticket
-            .key
-            .strip_prefix(prefix)
-            .unwrap_or(&self.ticket.key)
+        self.ticket.name()
     }
 
     pub(crate) fn key(&self) -> &Arc<str> {
@@ -94,23 +92,38 @@ impl Hold {
     /// Gives up the hold locally (renewal stops now) and returns the unlock to send, or
     /// `None` if the lock was already lost.
     pub(crate) fn surrender(&self) -> Option<Unlock> {
-        match self.shared.core.holds.surrender(&self.ticket, self.lease()) {
+        match self
+            .shared
+            .core
+            .registry
+            .surrender(&self.ticket, self.lease())
+        {
             Surrender::Lost(lost) => {
                 if let Some(lost) = lost {
                     self.shared.core.release_lost(&lost);
                 }
                 None
             }
-            Surrender::Live { last } => Some(
-                Unlock::new(
-                    self.raw(),
-                    self.shared.core.name_of(self.key()),
-                    self.key().clone(),
-                    self.field().into(),
-                    self.lease().millis(self.shared.config.watchdog_timeout()),
+            Surrender::Live { last } => {
+                if last {
+                    // (Its loss watcher, if any, ends.)
+                    let channel = self.raw().channel(self.key());
+                    self.shared.core.hub.nudge_watchers(&channel);
+                    let registry = &self.shared.core.registry;
+                    let about = registry.about(&self.ticket);
+                    (registry.observe).hold_ended(about, self.ticket.held_for());
+                }
+                Some(
+                    Unlock::new(
+                        self.raw(),
+                        self.ticket.name_arc(),
+                        self.key().clone(),
+                        self.field().into(),
+                        self.lease().millis(self.shared.config.watchdog_timeout()),
+                    )
+                    .freeing(last),
                 )
-                .freeing(last),
-            ),
+            }
         }
     }
 
@@ -128,6 +141,22 @@ impl Hold {
     /// If this future is dropped before the reply arrives, the same unlock (same latch, so it
     /// cannot release twice) is finished by the background task.
     pub(crate) async fn release(self) -> Result<()> {
+        let registry = &self.shared.core.registry;
+        let owner = self.owner().shown_field(registry.client_id());
+        let span = (registry.observe).unlock_span(registry.about(&self.ticket), &owner);
+        let released = self.release_in_redis().instrument(span.clone()).await;
+        let result = match &released {
+            Ok(()) => Unlocked::Released,
+            Err(Error::NotOwner { .. }) => Unlocked::NotHeld,
+            Err(Error::LockLost { .. }) => Unlocked::Lost,
+            Err(_) => Unlocked::Failed,
+        };
+        (registry.observe).unlock_ended(&span, result);
+        released
+    }
+
+    /// The body of [`Hold::release`], in its span.
+    async fn release_in_redis(&self) -> Result<()> {
         let hold = self;
         let Some(unlock) = hold.surrender() else {
             return Err(Error::LockLost {
@@ -164,14 +193,19 @@ impl Hold {
             Ok((Release::StillHeld, sent_at)) => {
                 hold.shared
                     .core
-                    .holds
+                    .registry
                     .lease_reset(&hold.ticket, hold.lease(), sent_at);
                 Ok(())
             }
-            Ok((Release::NotHeld, _)) => Err(Error::NotOwner {
-                lock: hold.name().to_string(),
-                owner: hold.field(),
-            }),
+            Ok((Release::NotHeld, _)) => {
+                let registry = &hold.shared.core.registry;
+                let owner = hold.field();
+                (registry.observe).unlock_not_held(registry.about(&hold.ticket), &owner);
+                Err(Error::NotOwner {
+                    lock: hold.name().to_string(),
+                    owner,
+                })
+            }
             Err(err) => Err(Error::from_redis(hold.name(), err)),
         }
     }

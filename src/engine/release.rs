@@ -204,7 +204,7 @@ impl Unlock {
                 (Err(err), None, attempt)
             }
         };
-        let (orphan, missed) = offer.settle(listeners, attempt, &ctx.holds, self.raw, sent_at);
+        let (orphan, missed) = offer.settle(listeners, attempt, &ctx.registry, self.raw, sent_at);
         if missed {
             // Waiters that skipped their attempts while the hand-off was in flight look again.
             ctx.hub.wake(args.channel);
@@ -338,7 +338,7 @@ async fn run_job(ctx: Core, job: Job) {
                 undo(&ctx, &unsettled).await;
             }
             // Found held: the latch was not there, so no send of the call took the lock.
-            Ok(Attempt::Held { .. } | Attempt::NotRun) => {}
+            Ok(Attempt::Held { .. }) => {}
             Err(_) => resolve(&ctx, unsettled).await,
         },
         Job::Resolve(unsettled) => resolve(&ctx, unsettled).await,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use redis::RedisResult;
 
 use crate::engine::acquire::{Granted, Target};
-use crate::engine::holds::Lease;
+use crate::engine::registry::Lease;
 use crate::future::BoxFuture;
 use crate::raw::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, UnlockArgs};
 use crate::raw::rlock::RLOCK;
@@ -37,6 +37,10 @@ macro_rules! rlock_but {
     ($kind:ty { $($extra:item)* }) => {
         impl RawLock for $kind {
             $($extra)*
+
+            fn name(&self) -> &'static str {
+                "sketch"
+            }
 
             fn channel(&self, key: &str) -> String {
                 RLOCK.channel(key)

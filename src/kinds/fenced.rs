@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::engine::acquire::Granted;
-use crate::engine::holds::Lease;
+use crate::engine::registry::Lease;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::kinds::lock::{fixed_lease, run_guarded, Lock};
@@ -329,6 +329,18 @@ impl FencedLock {
     /// ```
     pub async fn is_held_by(&self, owner: Owner) -> Result<bool> {
         self.lock.is_held_by(owner).await
+    }
+
+    /// Whether the current owner holds the lock (Redisson's `isHeldByCurrentThread`), as
+    /// [`Lock::is_held_by_current`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let mine = client.fenced_lock("ledger").is_held_by_current().await?;
+    /// # let _ = mine; Ok(()) }
+    /// ```
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.lock.is_held_by_current().await
     }
 
     /// The current owner's hold count, as [`Lock::hold_count`].

@@ -4,12 +4,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::hold::Hold;
-use crate::engine::holds::{Lease, LostReason};
+use crate::engine::registry::{Lease, LostReason};
 use crate::error::Result;
 use crate::owner::Owner;
 
@@ -157,14 +156,7 @@ impl LockGuard {
     /// cannot release twice) is finished by the background task.
     pub async fn unlock(mut self) -> Result<()> {
         let hold = self.hold.take().expect("a LockGuard holds until consumed");
-        let span = tracing::debug_span!(
-            "unlock",
-            client_id = %hold.shared.client_id,
-            lock = %hold.name(),
-            key = %hold.key(),
-            owner = %hold.field(),
-        );
-        hold.release().instrument(span).await
+        hold.release().await
     }
 }
 

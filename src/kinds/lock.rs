@@ -7,18 +7,19 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::engine::acquire::{Granted, Target};
-use crate::engine::holds::{Lease, MAX_LEASE};
+use crate::engine::registry::{Lease, MAX_LEASE};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::names;
+use crate::observe::{About, Unlocked};
 use crate::owner::Owner;
 use crate::raw::rlock::RLOCK;
 use crate::raw::{KeyKind, Kind};
 
 /// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
 ///
-/// Cheap to clone; holds no lock by itself. Acquiring returns a [`LockGuard`]. Holds are
+/// Cheap to clone; holds no lock by itself. Acquiring returns a [`LockGuard`]. Registry are
 /// counted per [`Owner`]: an acquire by an owner that already holds the lock re-enters it
 /// (the count goes up), and the lock is free again when every hold is released.
 ///
@@ -291,10 +292,30 @@ impl Lock {
     /// [`Error::WrongType`] if the key holds something else (it is left alone).
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check()?;
-        self.raw
+        let observe = &self.shared.core.registry.observe;
+        let span = observe.force_unlock_span(self.about());
+        let forced = (self.raw)
             .force_unlock(&self.shared.core.protocol, &self.key)
+            .instrument(span.clone())
             .await
-            .map_err(|e| Error::from_redis(&self.name, e))
+            .map_err(|e| Error::from_redis(&self.name, e));
+        let result = match forced {
+            Ok(true) => Unlocked::Released,
+            Ok(false) => Unlocked::NotHeld,
+            Err(_) => Unlocked::Failed,
+        };
+        observe.force_unlock_ended(&span, self.about(), result);
+        forced
+    }
+
+    /// What this lock's spans and events carry.
+    fn about(&self) -> About<'_> {
+        About {
+            client_id: &self.shared.client_id,
+            lock: &self.name,
+            key: &self.key,
+            kind: self.raw.name(),
+        }
     }
 
     /// Whether any owner holds the lock.
@@ -390,24 +411,13 @@ impl Lock {
         self.check()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
         let field: Arc<str> = owner.field(&self.shared.client_id).into();
-        // One span per acquire call; its events (retries, late holds) carry its fields.
-        let span = tracing::debug_span!(
-            "acquire",
-            client_id = %self.shared.client_id,
-            lock = %self.name,
-            key = %self.key,
-            owner = %field,
-        );
         let target = Target {
             raw: self.raw,
             shared: &self.shared,
             name: &self.name,
             key: &self.key,
         };
-        target
-            .acquire(owner, field, wait, lease)
-            .instrument(span)
-            .await
+        target.acquire(owner, field, wait, lease).await
     }
 }
 

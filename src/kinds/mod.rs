@@ -8,3 +8,4 @@ pub(crate) mod guard;
 pub(crate) mod lock;
 pub(crate) mod multi;
 pub(crate) mod read_write;
+pub(crate) mod red_lock;

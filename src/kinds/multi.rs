@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::engine::holds::Lease;
+use crate::engine::registry::Lease;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
 use crate::kinds::lock::{fixed_lease, Lock};
@@ -71,24 +71,9 @@ impl MultiLock {
     /// [`Error::InvalidArgument`] for no locks, or for one key of one client given twice (the
     /// second would re-enter or wait for the first forever).
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<MultiLock> {
-        let locks: Vec<Lock> = locks.into_iter().collect();
-        if locks.is_empty() {
-            return Err(Error::InvalidArgument(
-                "a multi-lock needs at least one lock".into(),
-            ));
-        }
-        for (i, lock) in locks.iter().enumerate() {
-            let twice = locks[..i]
-                .iter()
-                .any(|other| other.client_id() == lock.client_id() && other.key() == lock.key());
-            if twice {
-                return Err(Error::InvalidArgument(format!(
-                    "lock {:?} is given twice to one multi-lock",
-                    lock.name()
-                )));
-            }
-        }
-        Ok(MultiLock { locks })
+        Ok(MultiLock {
+            locks: distinct_locks(locks, "multi-lock")?,
+        })
     }
 
     /// The locks, in the order they are taken.
@@ -215,7 +200,7 @@ impl MultiLock {
 
     async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<MultiGuard>> {
         loop {
-            let round = wait.unwrap_or_else(|| self.round());
+            let round = wait.unwrap_or_else(|| round(self.locks.len()));
             // (A wait too long to represent is a wait without end.)
             let deadline = Instant::now().checked_add(round);
             let mut guards = Vec::with_capacity(self.locks.len());
@@ -243,16 +228,71 @@ impl MultiLock {
             }
         }
     }
+}
 
-    /// One round of an unbounded wait: 1.5 s per lock, plus up to as much again at random.
-    fn round(&self) -> Duration {
-        let base = ROUND_PER_LOCK * self.locks.len() as u32;
-        base + base.mul_f64(rand::rng().random::<f64>())
+/// One round of an unbounded wait over `locks` locks: 1.5 s per lock, plus up to as much
+/// again at random.
+pub(crate) fn round(locks: usize) -> Duration {
+    let base = ROUND_PER_LOCK * locks as u32;
+    base + base.mul_f64(rand::rng().random::<f64>())
+}
+
+/// `locks`, refused when empty or when one key of one client is given twice (the second would
+/// re-enter or wait for the first forever); `what` names the composition in the error.
+pub(crate) fn distinct_locks(
+    locks: impl IntoIterator<Item = Lock>,
+    what: &str,
+) -> Result<Vec<Lock>> {
+    let locks: Vec<Lock> = locks.into_iter().collect();
+    if locks.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "a {what} needs at least one lock"
+        )));
     }
+    for (i, lock) in locks.iter().enumerate() {
+        let twice = locks[..i]
+            .iter()
+            .any(|other| other.client_id() == lock.client_id() && other.key() == lock.key());
+        if twice {
+            return Err(Error::InvalidArgument(format!(
+                "lock {:?} is given twice to one {what}",
+                lock.name()
+            )));
+        }
+    }
+    Ok(locks)
+}
+
+/// Completes once more than `can_lose` of `guards` are lost (see [`LockGuard::lost`]).
+pub(crate) fn more_lost_than(
+    guards: &[LockGuard],
+    can_lose: usize,
+) -> impl Future<Output = ()> + Send + 'static {
+    type Signal = Pin<Box<dyn Future<Output = ()> + Send>>;
+    let mut signals: Vec<Option<Signal>> = (guards.iter())
+        .map(|g| Some(Box::pin(g.lost()) as Signal))
+        .collect();
+    let mut lost = 0;
+    std::future::poll_fn(move |cx| {
+        // Each signal is polled until it fires, then dropped (a finished future is not
+        // polled again); those still pending have registered their wakers.
+        for slot in signals.iter_mut() {
+            if let Some(signal) = slot {
+                if signal.as_mut().poll(cx).is_ready() {
+                    *slot = None;
+                    lost += 1;
+                }
+            }
+        }
+        match lost > can_lose {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    })
 }
 
 /// Gives back the holds of a round that could not take every lock.
-async fn release_all(guards: Vec<LockGuard>) {
+pub(crate) async fn release_all(guards: Vec<LockGuard>) {
     for guard in guards {
         let name = guard.name().to_string();
         if let Err(err) = guard.unlock().await {
@@ -302,18 +342,7 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut signals: Vec<Pin<Box<dyn Future<Output = ()> + Send>>> = self
-            .guards
-            .iter()
-            .map(|g| Box::pin(g.lost()) as Pin<Box<dyn Future<Output = ()> + Send>>)
-            .collect();
-        std::future::poll_fn(move |cx| {
-            // Those polled before a ready one have registered their wakers.
-            match signals.iter_mut().any(|s| s.as_mut().poll(cx).is_ready()) {
-                true => Poll::Ready(()),
-                false => Poll::Pending,
-            }
-        })
+        more_lost_than(&self.guards, 0)
     }
 
     /// Releases every hold. All are released even when one fails; the first error is

@@ -5,16 +5,15 @@
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use super::protocol::{
-    acquire_latch_ttl, evalsha, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release,
-    UnlockArgs,
+    acquire_latch_ttl, AcquireArgs, Attempt, Call, Pipelined, Protocol, Release, Script, UnlockArgs,
 };
 use super::rlock::{self, AcquireScript, RLOCK};
 use crate::future::BoxFuture;
 
-static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/fenced_acquire.lua"));
+static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/fenced_acquire.lua"));
 
 static FENCED_ACQUIRE: AcquireScript = AcquireScript {
-    lua: &ACQUIRE,
+    script: &ACQUIRE,
     cmd: acquire_cmd,
     reply: acquired,
 };
@@ -29,7 +28,7 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     } = args;
     let token = crate::names::token_key(key);
     let bytes = key.len() + latch.len() + token.len() + field.len() + 40;
-    let mut cmd = evalsha(&ACQUIRE, 3, 6, bytes);
+    let mut cmd = ACQUIRE.evalsha(3, 6, bytes);
     cmd.arg(key)
         .arg(latch)
         .arg(token)
@@ -56,6 +55,10 @@ pub(crate) struct Fenced;
 pub(crate) static FENCED: super::Kind = super::Kind(&Fenced);
 
 impl super::RawLock for Fenced {
+    fn name(&self) -> &'static str {
+        "fenced"
+    }
+
     fn channel(&self, key: &str) -> String {
         RLOCK.channel(key)
     }

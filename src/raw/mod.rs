@@ -38,30 +38,6 @@ impl PartialEq for Kind {
 
 impl Eq for Kind {}
 
-impl Kind {
-    /// Sends the kind's [`renew_call`](RawLock::renew_call) alone: one bool per entry. With
-    /// replica sync, a renewal no replica acknowledged fails: it counts as unconfirmed.
-    pub(crate) fn renew(
-        &'static self,
-        protocol: &Protocol,
-        lease_ms: u64,
-        entries: &[(&str, &str)],
-    ) -> BoxFuture<'static, RedisResult<Vec<bool>>> {
-        let call = self.renew_call(lease_ms, entries);
-        let (n, mut conn) = (entries.len(), protocol.connection().clone());
-        let (key, wait) = (entries[0].0.to_string(), protocol.wait_for(entries[0].0));
-        Box::pin(async move {
-            let (reply, synced) =
-                protocol::invoke_synced(call.script, &call.cmd, &key, wait, &mut conn).await?;
-            match synced {
-                // Renewed at the master only: its replicas' TTLs run on, so it is unconfirmed.
-                protocol::Synced::No { replicas } => Err(protocol::not_replicated(replicas)),
-                protocol::Synced::Yes => self.renewed(reply, n),
-            }
-        })
-    }
-}
-
 impl std::ops::Deref for Kind {
     type Target = dyn RawLock;
 
@@ -88,6 +64,9 @@ pub(crate) enum Waiting {
 
 /// One lock kind's protocol, as the engine drives it.
 pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
+    /// The kind's name in events and metrics (`lock`, `fenced`, `read`, `write`, ...).
+    fn name(&self) -> &'static str;
+
     /// The channel `key`'s unlocks publish on and its waiters listen to.
     fn channel(&self, key: &str) -> String;
 

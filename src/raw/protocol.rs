@@ -1,101 +1,23 @@
-//! The protocol layer every lock kind shares: the connection its scripts go through, how a
-//! script is sent (`EVALSHA`, and after a `NOSCRIPT` reply, which means nothing ran, the same
-//! call as `EVAL`, which caches the script on that node), the outcomes the engine understands ([`Attempt`], [`Release`]),
-//! and the kind-agnostic commands (spent latches, read-only queries).
+//! The protocol layer every lock kind shares: the grouped write its script calls go through
+//! ([`Protocol::send`], [`Protocol::send_all`]: `EVALSHA`, `EVAL` after `NOSCRIPT`, `WAIT`
+//! behind writes under replica sync, all in transport's [`write`]), the outcomes the engine
+//! understands ([`Attempt`], [`Release`]), and the kind-agnostic commands (spent latches,
+//! read-only queries).
 //!
-//! Each call encodes its `EVALSHA` command once, straight into a [`Cmd`] (redis-rs'
+//! Each call encodes its `EVALSHA` command once, straight into a [`redis::Cmd`] (redis-rs'
 //! `ScriptInvocation` would copy every key and argument into its own buffer first, then again
-//! into the command), and re-sends that same command after a `NOSCRIPT`.
+//! into the command), with [`Script::evalsha`].
 
+use std::future::Future;
+
+use crate::transport::write::{self, Answer};
+pub(crate) use crate::transport::write::{Call, Script, Synced};
 use crate::transport::Connection;
-use std::sync::OnceLock;
 
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
-
-/// A Lua script: its text, and its SHA-1 for `EVALSHA` (worked out on first use).
-pub(crate) struct Lua {
-    code: &'static str,
-    sha: OnceLock<String>,
-}
-
-impl Lua {
-    pub(crate) const fn new(code: &'static str) -> Lua {
-        Lua {
-            code,
-            sha: OnceLock::new(),
-        }
-    }
-
-    pub(crate) fn sha(&self) -> &str {
-        self.sha
-            .get_or_init(|| redis::Script::new(self.code).get_hash().to_string())
-    }
-
-    /// The `EVALSHA` call `cmd` (built by [`evalsha`]) as `EVAL` with this script's text.
-    fn eval_instead(&self, cmd: &Cmd) -> Cmd {
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(self.code);
-        for arg in cmd.args_iter().skip(2) {
-            if let redis::Arg::Simple(bytes) = arg {
-                eval.arg(bytes);
-            }
-        }
-        eval
-    }
-}
-
-/// A `NOSCRIPT` reply: the server does not know the script, so nothing ran.
-pub(crate) fn is_no_script(err: &redis::RedisError) -> bool {
-    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-}
+use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
 
 /// How long an unlock latch lives, in ms (Redisson uses roughly 16–20 s).
 pub(crate) const LATCH_TTL_MS: u64 = 20_000;
-
-/// `EVALSHA <sha1> <numkeys>`, with room for `args` more arguments of about `bytes` bytes.
-pub(super) fn evalsha(script: &Lua, numkeys: usize, args: usize, bytes: usize) -> Cmd {
-    let mut cmd = Cmd::with_capacity(3 + args, 48 + bytes);
-    cmd.arg("EVALSHA").arg(script.sha()).arg(numkeys);
-    cmd
-}
-
-/// One script call, encoded: what a caller pipelines, or sends alone with [`invoke_synced`].
-pub(crate) struct Call {
-    pub(crate) script: &'static Lua,
-    pub(crate) cmd: Cmd,
-}
-
-impl Call {
-    /// The call as `EVAL` with the script's text: what to pipeline again to a node that
-    /// answered `NOSCRIPT` (which caches the script there).
-    pub(crate) fn as_eval(&self) -> Cmd {
-        self.script.eval_instead(&self.cmd)
-    }
-}
-
-/// Sends an `EVALSHA` built by [`evalsha`]; after `NOSCRIPT` (nothing ran: a restarted or
-/// flushed server, a promoted replica) sends the same call as `EVAL`. That runs on the node the
-/// `EVALSHA` went to (the key's master) and caches the script there, where a `SCRIPT LOAD`
-/// would go to every node of a cluster and fail while one is down.
-pub(super) async fn invoke<T: FromRedisValue>(
-    script: &Lua,
-    cmd: &Cmd,
-    conn: &mut Connection,
-) -> RedisResult<T> {
-    match cmd.query_async(conn).await {
-        Err(err) if is_no_script(&err) => script.eval_instead(cmd).query_async(conn).await,
-        reply => reply,
-    }
-}
-
-/// After a `NOSCRIPT` reply to `cmd` inside a pipeline: the same call alone, as `EVAL`.
-pub(super) async fn eval_alone<T: FromRedisValue>(
-    script: &Lua,
-    cmd: &Cmd,
-    conn: &mut Connection,
-) -> RedisResult<T> {
-    script.eval_instead(cmd).query_async(conn).await
-}
 
 /// Outcome of one acquire attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,11 +27,8 @@ pub(crate) enum Attempt {
     Acquired { token: Option<i64> },
     /// Someone else holds it; their remaining lease in ms (`-1` if the key has no TTL).
     Held { pttl_ms: i64 },
-    /// The server did not know the script, so nothing ran. Only the acquire pipelined behind
-    /// a hand-off's unlock answers this (a single attempt loads the script and runs again).
-    NotRun,
     /// The owner now holds the lock at the master, but none of its `replicas` acknowledged the
-    /// write (replica sync, see [`Protocol::wait_for`]): a failover could lose it, so the
+    /// write (replica sync, see [`Protocol::waits`]): a failover could lose it, so the
     /// engine releases it again.
     Unsynced { replicas: u32 },
 }
@@ -217,9 +136,9 @@ impl Release {
     }
 }
 
-/// What every kind's scripts go through: the connection, the publish command the unlock
-/// scripts run, the replica acknowledgement writes wait for, and the kind-agnostic commands
-/// (latches, queries).
+/// What every kind's scripts go through: the grouped write over the connection, the publish
+/// command the unlock scripts run, the replica acknowledgement writes wait for, and the
+/// kind-agnostic commands (latches, queries).
 #[derive(Clone)]
 pub(crate) struct Protocol {
     pub(super) conn: Connection,
@@ -230,22 +149,6 @@ pub(crate) struct Protocol {
     replica_sync_ms: Option<u64>,
 }
 
-/// The `WAIT` that follows a write: for how many replicas, how long.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Wait {
-    pub(crate) replicas: u32,
-    pub(crate) timeout_ms: u64,
-}
-
-/// Whether a write's replicas acknowledged it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Synced {
-    /// At least one replica did, or no `WAIT` was asked for.
-    Yes,
-    /// None of the master's `replicas` did in time.
-    No { replicas: u32 },
-}
-
 /// The error a renewal whose write no replica acknowledged fails with: it counts as
 /// unconfirmed, like a lost reply.
 pub(crate) fn not_replicated(replicas: u32) -> redis::RedisError {
@@ -254,58 +157,6 @@ pub(crate) fn not_replicated(replicas: u32) -> redis::RedisError {
         "no replica acknowledged the write in time",
         format!("{replicas} replicas connected"),
     ))
-}
-
-/// Sends the script call `cmd` (built by [`evalsha`]) and, when `wait` is given, `WAIT` behind
-/// it in the same write to `key`'s master (a bare `WAIT` could reach another connection or
-/// node, and mean nothing). After `NOSCRIPT` (nothing ran) both go again with `EVAL`. A `WAIT`
-/// that fails once the script has run counts as no acknowledgement: the script's answer must
-/// not be lost.
-pub(super) async fn invoke_synced<T: FromRedisValue>(
-    script: &Lua,
-    cmd: &Cmd,
-    key: &str,
-    wait: Option<Wait>,
-    conn: &mut Connection,
-) -> RedisResult<(T, Synced)> {
-    let Some(wait) = wait else {
-        return Ok((invoke(script, cmd, conn).await?, Synced::Yes));
-    };
-    let with_wait = |call: Cmd| {
-        let mut pipe = redis::pipe();
-        pipe.add_command(call)
-            .cmd("WAIT")
-            .arg(wait.replicas)
-            .arg(wait.timeout_ms);
-        pipe
-    };
-    let mut replies = conn.pipeline_for(&with_wait(cmd.clone()), key).await?;
-    if matches!(replies.first(), Some(Err(err)) if is_no_script(err)) {
-        replies = conn
-            .pipeline_for(&with_wait(script.eval_instead(cmd)), key)
-            .await?;
-    }
-    let mut replies = replies.into_iter();
-    let reply = T::from_redis_value(replies.next().unwrap_or_else(|| Err(short_reply()))?)?;
-    let acks = match replies
-        .next()
-        .map(|r| r.and_then(|v| Ok(i64::from_redis_value(v)?)))
-    {
-        Some(Ok(acks)) => u32::try_from(acks).unwrap_or(0),
-        Some(Err(err)) => {
-            tracing::warn!(error = %err, "WAIT failed after a lock write; counted as not replicated");
-            0
-        }
-        None => 0,
-    };
-    let synced = if conn.replicated(key, acks).await {
-        Synced::Yes
-    } else {
-        Synced::No {
-            replicas: wait.replicas,
-        }
-    };
-    Ok((reply, synced))
 }
 
 impl Protocol {
@@ -342,24 +193,45 @@ impl Protocol {
         }
     }
 
-    /// The `WAIT` a write to `key` is followed by: `None` when replica sync is off, the
-    /// topology has no count (a standalone server; a cluster master not counted yet), or the
-    /// key's master has no replica connected (as Redisson sends none then).
-    pub(crate) fn wait_for(&self, key: &str) -> Option<Wait> {
-        self.wait_for_count(self.conn.replicas_for(key)?)
+    /// Whether a write to `key` waits for replicas: replica sync is on and the key's master
+    /// has replicas that can acknowledge (as Redisson sends no `WAIT` otherwise).
+    pub(crate) fn waits(&self, key: &str) -> bool {
+        self.replica_sync_ms.is_some() && self.conn.replicas_for(key).is_some_and(|n| n > 0)
     }
 
-    /// The `WAIT` behind writes to the cluster master at `node` (see [`Protocol::wait_for`]).
-    pub(crate) fn wait_for_node(&self, node: &(String, u16)) -> Option<Wait> {
-        self.wait_for_count(self.conn.replicas_of_node(node)?)
+    /// Sends one lock write through the grouped write (with its `WAIT` where replica sync
+    /// asks for one): its reply and whether replicas acknowledged it. The future owns what it
+    /// needs, so a cancelled caller can hand it to a background task.
+    pub(crate) fn send(
+        &self,
+        call: Call,
+    ) -> impl Future<Output = RedisResult<(Value, Synced)>> + Send + 'static {
+        let (conn, sync_ms) = (self.conn.clone(), self.replica_sync_ms);
+        async move {
+            let answer = write::write(&conn, vec![call], sync_ms).await.pop();
+            let answer = answer.unwrap_or_else(|| Answer {
+                reply: Err(short_reply()),
+                synced: Synced::Yes,
+            });
+            Ok((answer.reply?, answer.synced))
+        }
     }
 
-    fn wait_for_count(&self, replicas: u32) -> Option<Wait> {
-        let timeout_ms = self.replica_sync_ms?;
-        (replicas > 0).then_some(Wait {
-            replicas,
-            timeout_ms,
-        })
+    /// Sends a read-only script call (no `WAIT` behind it): its reply.
+    pub(crate) async fn read<T: FromRedisValue>(&self, call: Call) -> RedisResult<T> {
+        let answer = write::write(&self.conn, vec![call], None).await.pop();
+        let reply = answer.map_or_else(|| Err(short_reply()), |a| a.reply)?;
+        Ok(T::from_redis_value(reply)?)
+    }
+
+    /// Sends `calls` through the grouped write: each node's calls in one write, with its
+    /// `WAIT`; one answer per call, in order.
+    pub(crate) fn send_all(
+        &self,
+        calls: Vec<Call>,
+    ) -> impl Future<Output = Vec<Answer>> + Send + 'static {
+        let (conn, sync_ms) = (self.conn.clone(), self.replica_sync_ms);
+        async move { write::write(&conn, calls, sync_ms).await }
     }
 
     /// Deletes spent latches in one `DEL`, and returns once Redis has run it (so the caller

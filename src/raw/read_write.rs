@@ -15,20 +15,20 @@ use std::borrow::Cow;
 use redis::{Cmd, RedisResult, Value};
 
 use super::protocol::{
-    acquire_latch_ttl, evalsha, invoke, AcquireArgs, Attempt, Call, Lua, Protocol, Release,
-    UnlockArgs, LATCH_TTL_MS,
+    acquire_latch_ttl, AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs,
+    LATCH_TTL_MS,
 };
 use super::rlock::{self, AcquireScript, RLOCK};
 use crate::future::BoxFuture;
 use crate::names;
 
-static READ_ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/read_acquire.lua"));
-static READ_UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/read_unlock.lua"));
-static READ_RENEW: Lua = Lua::new(include_str!("../../scripts/lua/read_renew.lua"));
-static READ_LOCKED: Lua = Lua::new(include_str!("../../scripts/lua/read_locked.lua"));
-static WRITE_ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/write_acquire.lua"));
-static WRITE_UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/write_unlock.lua"));
-static FORCE_UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/rw_force_unlock.lua"));
+static READ_ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/read_acquire.lua"));
+static READ_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/read_unlock.lua"));
+static READ_RENEW: Script = Script::new(include_str!("../../scripts/lua/read_renew.lua"));
+static READ_LOCKED: Script = Script::new(include_str!("../../scripts/lua/read_locked.lua"));
+static WRITE_ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/write_acquire.lua"));
+static WRITE_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/write_unlock.lua"));
+static FORCE_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/rw_force_unlock.lua"));
 
 /// The message a read unlock publishes when the lock is free: wake one waiter.
 const READ_RELEASED: &str = "0";
@@ -49,13 +49,13 @@ fn tag_prefix(key: &str) -> String {
 }
 
 static READ: AcquireScript = AcquireScript {
-    lua: &READ_ACQUIRE,
+    script: &READ_ACQUIRE,
     cmd: read_acquire_cmd,
     reply: rlock::nil_or_pttl,
 };
 
 static WRITE: AcquireScript = AcquireScript {
-    lua: &WRITE_ACQUIRE,
+    script: &WRITE_ACQUIRE,
     cmd: write_acquire_cmd,
     reply: rlock::nil_or_pttl,
 };
@@ -64,7 +64,7 @@ static WRITE: AcquireScript = AcquireScript {
 fn read_acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     let prefix = names::read_timeout_prefix(args.key, args.field);
     let bytes = args.key.len() + args.latch.len() + prefix.len() + 2 * args.field.len() + 48;
-    let mut cmd = evalsha(&READ_ACQUIRE, 3, 7, bytes);
+    let mut cmd = READ_ACQUIRE.evalsha(3, 7, bytes);
     cmd.arg(args.key)
         .arg(args.latch)
         .arg(prefix)
@@ -78,7 +78,7 @@ fn read_acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
 /// `EVALSHA write_acquire 2 key latch lease write_field latch_ttl`.
 fn write_acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     let bytes = args.key.len() + args.latch.len() + args.field.len() + 48;
-    let mut cmd = evalsha(&WRITE_ACQUIRE, 2, 5, bytes);
+    let mut cmd = WRITE_ACQUIRE.evalsha(2, 5, bytes);
     cmd.arg(args.key)
         .arg(args.latch)
         .arg(args.lease_ms)
@@ -89,7 +89,7 @@ fn write_acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
 
 /// `EVALSHA rw_force_unlock 2 key channel mode message publish`.
 async fn force_unlock(p: &Protocol, key: &str, mode: &str, message: &str) -> RedisResult<bool> {
-    let mut cmd = evalsha(&FORCE_UNLOCK, 2, 5, 2 * key.len() + 48);
+    let mut cmd = FORCE_UNLOCK.evalsha(2, 5, 2 * key.len() + 48);
     cmd.arg(key)
         .arg(names::rwlock_channel(key))
         .arg(mode)
@@ -112,6 +112,10 @@ pub(crate) static READ_LOCK: super::Kind = super::Kind(&ReadHalf);
 pub(crate) static WRITE_LOCK: super::Kind = super::Kind(&WriteHalf);
 
 impl super::RawLock for ReadHalf {
+    fn name(&self) -> &'static str {
+        "read"
+    }
+
     fn channel(&self, key: &str) -> String {
         names::rwlock_channel(key)
     }
@@ -158,7 +162,7 @@ impl super::RawLock for ReadHalf {
         let prefix = names::read_timeout_prefix(key, field);
         let tag = tag_prefix(key);
         let bytes = key.len() + channel.len() + prefix.len() + tag.len() + latch.len();
-        let mut cmd = evalsha(&READ_UNLOCK, 5, 9, bytes + field.len() + 32);
+        let mut cmd = READ_UNLOCK.evalsha(5, 9, bytes + field.len() + 32);
         cmd.arg(key)
             .arg(channel)
             .arg(prefix)
@@ -184,11 +188,10 @@ impl super::RawLock for ReadHalf {
         protocol: &'a Protocol,
         key: &'a str,
     ) -> Option<BoxFuture<'a, RedisResult<bool>>> {
-        let mut cmd = evalsha(&READ_LOCKED, 1, 1, key.len());
+        let mut cmd = READ_LOCKED.evalsha(1, 1, key.len());
         cmd.arg(key);
-        let mut conn = protocol.connection().clone();
         Some(Box::pin(async move {
-            let locked: i64 = invoke(&READ_LOCKED, &cmd, &mut conn).await?;
+            let locked: i64 = protocol.read(Call::script(&READ_LOCKED, key, cmd)).await?;
             Ok(locked == 1)
         }))
     }
@@ -203,7 +206,7 @@ impl super::RawLock for ReadHalf {
             .iter()
             .map(|(k, f)| 2 * (k.len() + f.len()) + 40)
             .sum();
-        let mut cmd = evalsha(&READ_RENEW, n, 2 * n + 1, bytes);
+        let mut cmd = READ_RENEW.evalsha(n, 2 * n + 1, bytes);
         for (key, _) in entries {
             cmd.arg(*key);
         }
@@ -211,10 +214,7 @@ impl super::RawLock for ReadHalf {
         for ((_, field), prefix) in entries.iter().zip(&prefixes) {
             cmd.arg(*field).arg(prefix);
         }
-        Call {
-            script: &READ_RENEW,
-            cmd,
-        }
+        Call::script(&READ_RENEW, entries[0].0, cmd)
     }
 
     fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
@@ -223,6 +223,10 @@ impl super::RawLock for ReadHalf {
 }
 
 impl super::RawLock for WriteHalf {
+    fn name(&self) -> &'static str {
+        "write"
+    }
+
     fn channel(&self, key: &str) -> String {
         names::rwlock_channel(key)
     }
@@ -256,7 +260,7 @@ impl super::RawLock for WriteHalf {
             field,
         } = args;
         let bytes = key.len() + channel.len() + latch.len() + field.len() + 56;
-        let mut cmd = evalsha(&WRITE_UNLOCK, 3, 8, bytes);
+        let mut cmd = WRITE_UNLOCK.evalsha(3, 8, bytes);
         cmd.arg(key)
             .arg(channel)
             .arg(latch)

@@ -5,31 +5,30 @@
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
 use super::protocol::{
-    acquire_latch_ttl, eval_alone, evalsha, invoke_synced, is_no_script, listener_count,
-    short_reply, AcquireArgs, Attempt, Call, Lua, Pipelined, Protocol, Release, Synced, UnlockArgs,
-    LATCH_TTL_MS,
+    acquire_latch_ttl, listener_count, short_reply, AcquireArgs, Attempt, Call, Pipelined,
+    Protocol, Release, Script, Synced, UnlockArgs, LATCH_TTL_MS,
 };
 
-static ACQUIRE: Lua = Lua::new(include_str!("../../scripts/lua/acquire.lua"));
-static UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/unlock.lua"));
-static FORCE_UNLOCK: Lua = Lua::new(include_str!("../../scripts/lua/force_unlock.lua"));
-static RENEW: Lua = Lua::new(include_str!("../../scripts/lua/renew.lua"));
+static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/acquire.lua"));
+static UNLOCK: Script = Script::new(include_str!("../../scripts/lua/unlock.lua"));
+static FORCE_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/force_unlock.lua"));
+static RENEW: Script = Script::new(include_str!("../../scripts/lua/renew.lua"));
 
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
-/// An acquire script as the RLock-style kinds (RLock, fenced) send it: its Lua, its command
-/// and how its reply reads. Each kind's acquire, alone or behind a hand-off's unlock, goes
+/// An acquire script as the RLock-style kinds (RLock, fenced) send it: the script, its
+/// command and how its reply reads. Each kind's acquire, alone or behind a hand-off's unlock, goes
 /// through one of these.
 pub(crate) struct AcquireScript {
-    pub(crate) lua: &'static Lua,
+    pub(crate) script: &'static Script,
     pub(crate) cmd: fn(AcquireArgs<'_>) -> Cmd,
     pub(crate) reply: fn(Value) -> RedisResult<Attempt>,
 }
 
 /// RLock's acquire: `nil` acquired, else the PTTL.
 static RLOCK_ACQUIRE: AcquireScript = AcquireScript {
-    lua: &ACQUIRE,
+    script: &ACQUIRE,
     cmd: acquire_cmd,
     reply: nil_or_pttl,
 };
@@ -50,7 +49,7 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
         lease_ms,
         field,
     } = args;
-    let mut cmd = evalsha(&ACQUIRE, 2, 5, key.len() + latch.len() + field.len() + 40);
+    let mut cmd = ACQUIRE.evalsha(2, 5, key.len() + latch.len() + field.len() + 40);
     cmd.arg(key)
         .arg(latch)
         .arg(lease_ms)
@@ -70,16 +69,23 @@ pub(crate) fn acquire(
     p: &Protocol,
     args: AcquireArgs<'_>,
 ) -> impl std::future::Future<Output = RedisResult<Attempt>> + Send + 'static {
-    let mut conn = p.conn.clone();
-    let cmd = (script.cmd)(args);
-    let (key, wait) = (args.key.to_string(), p.wait_for(args.key));
+    let send = p.send(Call::script(script.script, args.key, (script.cmd)(args)));
     async move {
-        let (reply, synced) = invoke_synced(script.lua, &cmd, &key, wait, &mut conn).await?;
-        Ok(match ((script.reply)(reply)?, synced) {
-            (Attempt::Acquired { .. }, Synced::No { replicas }) => Attempt::Unsynced { replicas },
-            (attempt, _) => attempt,
-        })
+        let (reply, synced) = send.await?;
+        synced_attempt((script.reply)(reply)?, synced)
     }
+}
+
+/// An acquire's outcome given whether its write was acknowledged: a hold no replica has is
+/// [`Attempt::Unsynced`].
+fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
+    Ok(match (attempt, synced) {
+        (Attempt::Acquired { .. }, Synced::No { replicas }) => {
+            crate::observe::replica_ack_missing("acquire", replicas);
+            Attempt::Unsynced { replicas }
+        }
+        (attempt, _) => attempt,
+    })
 }
 
 /// Releases one hold of `key` by `field`, idempotently per `latch` (re-sending the same
@@ -92,32 +98,37 @@ async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
 /// `nil`/`0`/`1` answer: every kind's unlock ends here.
 pub(super) async fn release(
     p: &Protocol,
-    script: &Lua,
+    script: &'static Script,
     cmd: Cmd,
     key: &str,
 ) -> RedisResult<Release> {
-    let mut conn = p.conn.clone();
-    let (reply, synced) = invoke_synced(script, &cmd, key, p.wait_for(key), &mut conn).await?;
+    let (reply, synced) = p.send(Call::script(script, key, cmd)).await?;
     warn_unsynced(synced, key, "unlock");
-    Ok(Release::from_reply(reply))
+    Ok(Release::from_reply(FromRedisValue::from_redis_value(
+        reply,
+    )?))
 }
 
 /// Sends a forced unlock's call `cmd` for `key` (with its `WAIT`, if any): `true` if it deleted
 /// the lock.
-pub(super) async fn forced(p: &Protocol, script: &Lua, cmd: Cmd, key: &str) -> RedisResult<bool> {
-    let mut conn = p.conn.clone();
-    let (deleted, synced): (i64, _) =
-        invoke_synced(script, &cmd, key, p.wait_for(key), &mut conn).await?;
-    warn_unsynced(synced, key, "forced unlock");
-    Ok(deleted == 1)
+pub(super) async fn forced(
+    p: &Protocol,
+    script: &'static Script,
+    cmd: Cmd,
+    key: &str,
+) -> RedisResult<bool> {
+    let (reply, synced) = p.send(Call::script(script, key, cmd)).await?;
+    warn_unsynced(synced, key, "force_unlock");
+    Ok(i64::from_redis_value(reply)? == 1)
 }
 
 /// A release no replica acknowledged is done at the master; a failover could bring the hold
 /// back, to end with its lease (nothing renews it).
-fn warn_unsynced(synced: Synced, key: &str, what: &str) {
+fn warn_unsynced(synced: Synced, key: &str, what: &'static str) {
     if let Synced::No { replicas } = synced {
+        crate::observe::replica_ack_missing(what, replicas);
         tracing::warn!(
-            lock = key,
+            key,
             replicas,
             "{what} done at the master but no replica acknowledged it: a failover now could bring the hold back until its lease ends"
         );
@@ -134,7 +145,7 @@ fn unlock_cmd(p: &Protocol, unlock: UnlockArgs<'_>) -> Cmd {
         field,
     } = unlock;
     let bytes = key.len() + channel.len() + latch.len() + field.len() + 48;
-    let mut cmd = evalsha(&UNLOCK, 3, 8, bytes);
+    let mut cmd = UNLOCK.evalsha(3, 8, bytes);
     cmd.arg(key)
         .arg(channel)
         .arg(latch)
@@ -148,42 +159,41 @@ fn unlock_cmd(p: &Protocol, unlock: UnlockArgs<'_>) -> Cmd {
 
 /// The unlock of [`Protocol::unlock`], sent in one write with what a local hand-off needs:
 /// the waiter's acquire (`then_acquire`: its field and lease), which Redis runs right after
-/// the unlock, and a count of the clients listening on `channel`.
+/// the unlock, and a count of the clients listening on `channel`, all to the key's node
+/// (where, in sharded mode, the channel's listeners are counted too).
 ///
-/// Only a failure of the whole write is an `Err`. Each part has its own answer: a
-/// `NOSCRIPT` unlock (nothing ran) is sent again on its own as `EVAL`, while the acquire's
-/// error is returned for the waiter to deal with, as after any attempt. The write goes to the
-/// key's node, where (in sharded mode) the channel's listeners are counted too.
+/// The unlock's failure is an `Err`; the acquire's is returned for the waiter to deal with,
+/// as after any attempt.
 pub(crate) async fn unlock_and_count(
-    script: &AcquireScript,
+    script: &'static AcquireScript,
     p: &Protocol,
     unlock: UnlockArgs<'_>,
     then_acquire: Option<AcquireArgs<'_>>,
 ) -> RedisResult<Pipelined> {
-    let mut pipe = redis::pipe();
-    let unlock_call = unlock_cmd(p, unlock);
-    pipe.add_command(unlock_call.clone());
+    let mut calls = vec![Call::script(&UNLOCK, unlock.key, unlock_cmd(p, unlock))];
     if let Some(acquire) = then_acquire {
-        pipe.add_command((script.cmd)(acquire));
+        calls.push(Call::script(
+            script.script,
+            acquire.key,
+            (script.cmd)(acquire),
+        ));
     }
-    pipe.cmd("PUBSUB").arg(p.numsub).arg(unlock.channel);
+    let mut numsub = redis::cmd("PUBSUB");
+    numsub.arg(p.numsub).arg(unlock.channel);
+    calls.push(Call::command(unlock.key, numsub));
 
-    let mut conn = p.conn.clone();
-    let mut replies = conn.pipeline_for(&pipe, unlock.key).await?;
-    let listeners = replies.pop().and_then(|r| listener_count(r.ok()?));
+    let mut answers = p.send_all(calls).await.into_iter();
+    let mut next = || answers.next().ok_or_else(short_reply);
+    let released = next()?;
+    warn_unsynced(released.synced, unlock.key, "unlock");
+    let release = Release::from_reply(FromRedisValue::from_redis_value(released.reply?)?);
     let attempt = then_acquire.map(|_| {
-        match replies.pop().unwrap_or_else(|| Err(short_reply())) {
-            // A flushed script cache: nothing ran; the waiter's own attempt loads it.
-            Err(err) if is_no_script(&err) => Ok(Attempt::NotRun),
-            reply => (script.reply)(reply?),
-        }
+        next()
+            .and_then(|acquired| synced_attempt((script.reply)(acquired.reply?)?, acquired.synced))
     });
-    let release = match replies.pop().unwrap_or_else(|| Err(short_reply())) {
-        Err(err) if is_no_script(&err) => eval_alone(&UNLOCK, &unlock_call, &mut conn).await?,
-        reply => Option::<i64>::from_redis_value(reply?)?,
-    };
+    let listeners = next().ok().and_then(|a| listener_count(a.reply.ok()?));
     Ok(Pipelined {
-        release: Release::from_reply(release),
+        release,
         attempt,
         listeners,
     })
@@ -191,7 +201,7 @@ pub(crate) async fn unlock_and_count(
 
 /// Deletes `key` whoever holds it and publishes the unlock message. `true` if it existed.
 async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<bool> {
-    let mut cmd = evalsha(&FORCE_UNLOCK, 2, 4, key.len() + channel.len() + 16);
+    let mut cmd = FORCE_UNLOCK.evalsha(2, 4, key.len() + channel.len() + 16);
     cmd.arg(key).arg(channel).arg(UNLOCK_MESSAGE).arg(p.publish);
     forced(p, &FORCE_UNLOCK, cmd, key).await
 }
@@ -201,7 +211,7 @@ async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<boo
 fn renew_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
     let n = entries.len();
     let bytes: usize = entries.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
-    let mut cmd = evalsha(&RENEW, n, 2 * n + 1, bytes);
+    let mut cmd = RENEW.evalsha(n, 2 * n + 1, bytes);
     for (key, _) in entries {
         cmd.arg(*key);
     }
@@ -231,6 +241,10 @@ pub(crate) struct RLock;
 pub(crate) static RLOCK: super::Kind = super::Kind(&RLock);
 
 impl super::RawLock for RLock {
+    fn name(&self) -> &'static str {
+        "lock"
+    }
+
     fn channel(&self, key: &str) -> String {
         crate::names::lock_channel(key)
     }
@@ -278,10 +292,7 @@ impl super::RawLock for RLock {
     }
 
     fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
-        Call {
-            script: &RENEW,
-            cmd: renew_cmd(lease_ms, entries),
-        }
+        Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries))
     }
 
     fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {

@@ -2,8 +2,6 @@
 //! any lock is touched: which publish mode the deployment gets, and that the server has the
 //! commands that mode needs.
 
-use std::sync::Arc;
-
 use super::node::{connect_error, connect_manager};
 use super::sentinel::SentinelConnection;
 use super::topology::Topology;
@@ -12,10 +10,10 @@ use crate::config::{Config, Deployment, PublishMode};
 use crate::error::{Error, Result};
 
 /// Opens a command connection: to the server, to the cluster through its seeds, or to the
-/// master the sentinels name. On a cluster, a connection opened for the client reads the
-/// cluster's [`Topology`]; another of the same client (the watchdog's) passes that one as
-/// `topology`, to route by the same view.
-pub(crate) async fn open(config: &Config, topology: Option<&Arc<Topology>>) -> Result<Connection> {
+/// master the sentinels name. A connection opened for the client reads the cluster's
+/// [`Topology`] or follows the sentinels; another of the same client (the watchdog's, on its
+/// own runtime) is opened `beside` it: connections of its own, the client's view.
+pub(crate) async fn open(config: &Config, beside: Option<&Connection>) -> Result<Connection> {
     let seeds = match config.deployment() {
         Deployment::Standalone => {
             let info = config.connection_info()?;
@@ -28,7 +26,12 @@ pub(crate) async fn open(config: &Config, topology: Option<&Arc<Topology>>) -> R
             master_name,
             sentinels,
         } => {
-            let conn = SentinelConnection::open(config, master_name, sentinels).await?;
+            let conn = match beside {
+                Some(Connection::Sentinel(client)) => {
+                    SentinelConnection::beside(client, config).await?
+                }
+                _ => SentinelConnection::open(config, master_name, sentinels).await?,
+            };
             return Ok(Connection::Sentinel(conn));
         }
         Deployment::Cluster { seeds } => seeds,
@@ -55,16 +58,23 @@ pub(crate) async fn open(config: &Config, topology: Option<&Arc<Topology>>) -> R
     let client = builder
         .build()
         .map_err(|e| Error::Config(format!("unusable cluster settings: {e}")))?;
-    let conn = client.get_async_connection().await.map_err(connect_error)?;
-    let topology = match topology {
+    let mut conn = client.get_async_connection().await.map_err(connect_error)?;
+    if let Some(name) = &config.conn_name {
+        name.apply(&mut conn).await.map_err(connect_error)?;
+    }
+    let topology = match beside.and_then(Connection::topology) {
         Some(topology) => topology.clone(),
-        None => Topology::start(conn.clone()).await,
+        None => {
+            let client_id = config.conn_name.as_ref().map(|n| n.client_id());
+            Topology::start(conn.clone(), client_id).await
+        }
     };
     let direct = super::direct::Direct::new(
         topology.clone(),
         config.connection_info()?,
         config.connect_timeout(),
         config.response_timeout(),
+        config.conn_name.clone(),
     );
     Ok(Connection::Cluster(conn, topology, direct))
 }

@@ -1,27 +1,25 @@
-//! The direct lane on a cluster: a script call (`EVALSHA`/`EVAL` with keys: every acquire and
-//! unlock) goes straight to its slot's master over a multiplexed connection of our own, instead
-//! of through redis-rs's cluster connection, whose routing task costs a few tens of µs a round
+//! The direct lane on a cluster: a group of the grouped write ([`super::write`]: every acquire,
+//! unlock, hand-off and renewal cycle) goes straight to its master over a multiplexed
+//! connection of our own, instead of through redis-rs's cluster connection, whose routing task costs a few tens of µs a round
 //! trip (measured: 65 µs more per `GET` at p50 in a debug build). A woken waiter's acquire is
 //! one such round trip, so this is what its wake-up costs.
 //!
-//! The lane routes by the client's [`Topology`] and only ever short-cuts: anything it cannot
-//! vouch for goes through the cluster connection as before, which follows `MOVED` and `ASK`,
-//! reconnects and retries. A master not known yet, or whose link is still opening, is skipped
-//! (the link opens in the background); an answer that says the map is stale (`MOVED`, `ASK`,
-//! `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`) or an I/O error sends the same call again through
-//! the cluster connection and has the topology read again. Every lock command is idempotent
-//! by its latch, so sending it again is exact, as for redis-rs's own re-sends.
+//! The lane keeps links by the client's [`Topology`] and only ever short-cuts: a master whose
+//! link is still opening is served by the cluster connection meanwhile (the link opens in the
+//! background), and what the grouped write cannot vouch for (an answer that says the map is
+//! stale: `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`; an I/O error) goes again
+//! through the cluster connection, which follows redirects, reconnects and retries.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, RedisResult, RetryMethod, Value};
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
 use tokio::time::Instant;
 
+use super::naming::{ConnName, Renamer};
 use super::topology::Topology;
 use super::NodeAddr;
 
@@ -35,16 +33,20 @@ pub(crate) struct Direct {
     config: AsyncConnectionConfig,
     topology: Arc<Topology>,
     links: Mutex<Links>,
+    /// The client's name, given to each link, and to the cluster connection's node
+    /// connections again after one drops.
+    pub(crate) name: Option<ConnName>,
+    pub(crate) renamer: Option<Renamer>,
 }
 
 #[derive(Default)]
 struct Links {
-    by_node: HashMap<NodeAddr, Link>,
+    by_node: HashMap<NodeAddr, LinkState>,
     /// The topology's epoch the links were last pruned at.
     epoch: u64,
 }
 
-enum Link {
+enum LinkState {
     Opening,
     Ready(MultiplexedConnection),
     Failed(Instant),
@@ -57,6 +59,7 @@ impl Direct {
         base: redis::ConnectionInfo,
         connect_timeout: Duration,
         response_timeout: Duration,
+        name: Option<ConnName>,
     ) -> Arc<Direct> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
@@ -66,124 +69,57 @@ impl Direct {
             config,
             topology,
             links: Mutex::default(),
+            renamer: name.clone().map(Renamer::new),
+            name,
         })
     }
 
-    /// The link a script call to `key` may take: its master's, if open.
-    pub(crate) fn route(self: &Arc<Self>, key: &str) -> Option<MultiplexedConnection> {
-        let view = self.topology.view();
-        let Some(master) = view.slots.master_of(key) else {
-            // A slot the view does not know (no map read yet, or mid-failover).
-            self.topology.suspect();
-            return None;
-        };
+    /// The link to the master at `master`, if open (a link not opened yet starts opening in
+    /// the background; meanwhile the cluster connection serves the master).
+    pub(crate) fn link(self: &Arc<Self>, master: &NodeAddr) -> Option<MultiplexedConnection> {
+        let epoch = self.topology.view().epoch;
         let mut links = self.links.lock();
-        if links.epoch != view.epoch {
+        if links.epoch != epoch {
             // Links to nodes that are no longer masters go (a demoted master answers MOVED).
+            let view = self.topology.view();
             let masters = view.slots.masters();
             links.by_node.retain(|node, _| masters.contains(&node));
-            links.epoch = view.epoch;
+            links.epoch = epoch;
         }
         match links.by_node.get(master) {
-            Some(Link::Ready(conn)) => return Some(conn.clone()),
-            Some(Link::Opening) => return None,
-            Some(Link::Failed(at)) if at.elapsed() < REOPEN_AFTER => return None,
+            Some(LinkState::Ready(conn)) => return Some(conn.clone()),
+            Some(LinkState::Opening) => return None,
+            Some(LinkState::Failed(at)) if at.elapsed() < REOPEN_AFTER => return None,
             _ => {}
         }
-        links.by_node.insert(master.clone(), Link::Opening);
+        links.by_node.insert(master.clone(), LinkState::Opening);
         tokio::spawn(self.clone().open(master.clone()));
         None
-    }
-
-    /// Whether an answer through the lane stands, or the call must go through the cluster
-    /// connection (the topology is read again then).
-    pub(crate) fn stands(&self, answer: &RedisResult<Value>) -> bool {
-        let stale = match answer {
-            Ok(_) => false,
-            Err(err) => !matches!(err.retry_method(), RetryMethod::NoRetry),
-        };
-        if stale {
-            self.topology.suspect();
-        }
-        !stale
     }
 
     async fn open(self: Arc<Self>, master: NodeAddr) {
         let info = super::node_info(&self.base, &master.0, master.1);
         let conn = match redis::Client::open(info) {
             Ok(client) => {
-                client
+                let conn = client
                     .get_multiplexed_async_connection_with_config(&self.config)
-                    .await
+                    .await;
+                match (conn, &self.name) {
+                    (Ok(mut conn), Some(name)) => name.apply(&mut conn).await.map(|()| conn),
+                    (conn, _) => conn,
+                }
             }
             Err(err) => Err(err),
         };
         let link = match conn {
-            Ok(conn) => Link::Ready(conn),
+            Ok(conn) => LinkState::Ready(conn),
             Err(err) => {
                 tracing::debug!(node = %format!("{}:{}", master.0, master.1), error = %err, "direct link to a master did not open; the cluster connection serves it");
-                Link::Failed(Instant::now())
+                LinkState::Failed(Instant::now())
             }
         };
         if let Some(slot) = self.links.lock().by_node.get_mut(&master) {
             *slot = link;
         }
-    }
-}
-
-/// The first key of a script call (`EVALSHA`/`EVAL` with at least one key), the only calls the
-/// lane takes.
-fn script_key(cmd: &Cmd) -> Option<&str> {
-    let mut args = cmd.args_iter().map(|arg| match arg {
-        redis::Arg::Simple(bytes) => Some(bytes),
-        _ => None,
-    });
-    let name = args.next()??;
-    if !name.eq_ignore_ascii_case(b"EVALSHA") && !name.eq_ignore_ascii_case(b"EVAL") {
-        return None;
-    }
-    let _script = args.next()??;
-    let numkeys: usize = std::str::from_utf8(args.next()??).ok()?.parse().ok()?;
-    if numkeys == 0 {
-        return None;
-    }
-    std::str::from_utf8(args.next()??).ok()
-}
-
-/// Sends `cmd` over the lane when it may, else (or when the lane's answer does not stand)
-/// through `cluster`.
-pub(crate) async fn send(
-    direct: &Arc<Direct>,
-    cluster: &mut ClusterConnection,
-    cmd: &Cmd,
-) -> RedisResult<Value> {
-    if let Some(mut link) = script_key(cmd).and_then(|key| direct.route(key)) {
-        // (A server's error reply as an `Err`, as `query_async` reads it anyway.)
-        let answer = link
-            .req_packed_command(cmd)
-            .await
-            .and_then(Value::extract_error);
-        if direct.stands(&answer) {
-            return answer;
-        }
-    }
-    cluster.req_packed_command(cmd).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::script_key;
-
-    #[test]
-    fn only_script_calls_with_keys_take_the_lane() {
-        let mut eval = redis::cmd("EVALSHA");
-        eval.arg("abc").arg(2).arg("lock").arg("latch").arg(30_000);
-        assert_eq!(script_key(&eval), Some("lock"));
-        let mut keyless = redis::cmd("EVALSHA");
-        keyless.arg("abc").arg(0);
-        assert_eq!(script_key(&keyless), None);
-        let mut get = redis::cmd("GET");
-        get.arg("lock");
-        assert_eq!(script_key(&get), None);
     }
 }

@@ -7,11 +7,13 @@
 pub(crate) mod connect;
 mod connection;
 mod direct;
+pub(crate) mod naming;
 mod node;
 pub(crate) mod pubsub;
 pub(crate) mod sentinel;
 pub(crate) mod slots;
 pub(crate) mod topology;
+pub(crate) mod write;
 
 pub(crate) use connection::Connection;
 

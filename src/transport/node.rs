@@ -5,22 +5,23 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::naming::Named;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
 /// The command connection to one server: reconnects by itself, a few quick retries, the
-/// configured timeouts.
-pub(crate) async fn connect_manager(
-    client: redis::Client,
-    config: &Config,
-) -> Result<ConnectionManager> {
+/// configured timeouts, and the client's name kept across reconnects.
+pub(crate) async fn connect_manager(client: redis::Client, config: &Config) -> Result<Named> {
     let manager = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout()))
         .set_response_timeout(Some(config.response_timeout()))
         .set_number_of_retries(3)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_with_config(client, manager)
+    let conn = ConnectionManager::new_with_config(client, manager)
+        .await
+        .map_err(connect_error)?;
+    Named::new(conn, config.conn_name.clone())
         .await
         .map_err(connect_error)
 }

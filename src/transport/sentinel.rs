@@ -13,19 +13,26 @@
 //! into a replica, and those writes are lost, so no command may go there once a new master is
 //! known. Each switch is published on a [`watch`] channel: the subscription hub moves to the new
 //! master and wakes every waiter (a message published during the switch may be lost).
+//!
+//! One follower per client: the watchdog's connection (on its own thread and runtime) is
+//! opened [`beside`](SentinelConnection::beside) the client's, with a connection of its own that
+//! moves when the client's follower switches, not a second follower asking the sentinels.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::RwLock;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::{AsyncConnectionConfig, Cmd, ConnectionInfo, Pipeline, PushKind, RedisFuture, Value};
 use tokio::sync::{mpsc, watch, Notify};
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::transport::naming::Named;
 use crate::transport::node::{connect_error, connect_manager};
+use crate::transport::topology::Replicas;
 use crate::transport::{node_info, NodeAddr};
 
 /// How often the sentinels are asked where the master is (Redisson's `scanInterval`).
@@ -41,11 +48,18 @@ const SWITCH_MASTER: &str = "+switch-master";
 pub(crate) struct SentinelConnection {
     shared: Arc<Shared>,
     /// A clone of the current master's connection, taken when this handle last sent.
-    conn: ConnectionManager,
+    conn: Named,
 }
 
 struct Shared {
-    current: RwLock<(ConnectionManager, NodeAddr)>,
+    /// This handle's connection to the master, and that master.
+    current: RwLock<(Named, NodeAddr)>,
+    /// The client's view, shared by the connections opened beside this one.
+    view: Arc<View>,
+}
+
+/// Where the master is and how many replicas it has, as the client's one follower knows it.
+struct View {
     master: watch::Sender<NodeAddr>,
     /// Asks the follower to look at once.
     suspect: Notify,
@@ -56,12 +70,20 @@ struct Shared {
     recount: Notify,
 }
 
-impl Shared {
+impl View {
     /// Counts the replicas of the master at `conn` again, and keeps the count.
-    async fn recount(&self, conn: &mut ConnectionManager) -> Option<u32> {
+    /// `periodic`: a count taken without a reason, which keeps a count that dropped to no
+    /// replica at all for the next `WAIT` to decide ([`Replicas::periodic`]).
+    async fn recount(&self, conn: &mut Named, periodic: bool) -> Option<Replicas> {
         match count_replicas(conn).await {
             Ok(n) => {
-                self.replicas.store(n, Ordering::Release);
+                let known = self.replicas.load(Ordering::Acquire);
+                let count = if periodic {
+                    n.periodic(Some(known))
+                } else {
+                    n.online
+                };
+                self.replicas.store(count, Ordering::Release);
                 Some(n)
             }
             Err(err) => {
@@ -101,44 +123,71 @@ impl SentinelConnection {
         let addr = sentinels.master_addr(0).await?;
         let (conn, replicas) = sentinels.connect_master(&addr).await?;
         let (master, _) = watch::channel(addr.clone());
-        let shared = Arc::new(Shared {
-            current: RwLock::new((conn.clone(), addr)),
+        let view = Arc::new(View {
             master,
             suspect: Notify::new(),
             replicas: AtomicU32::new(replicas),
             recount: Notify::new(),
         });
+        let shared = Arc::new(Shared {
+            current: RwLock::new((conn.clone(), addr)),
+            view,
+        });
         tokio::spawn(follow(Arc::downgrade(&shared), sentinels));
+        Ok(SentinelConnection { shared, conn })
+    }
+
+    /// A connection of its own (on the caller's runtime) to the master `client` follows: it
+    /// moves when `client`'s follower switches, and tells that follower what it suspects and
+    /// counts. Its task ends with it, or with `client`'s follower.
+    pub(crate) async fn beside(
+        client: &SentinelConnection,
+        config: &Config,
+    ) -> Result<SentinelConnection> {
+        let mut master = client.master();
+        let addr = master.borrow_and_update().clone();
+        let base = config.connection_info()?;
+        let conn = connect_node(&base, &addr, config).await?;
+        let shared = Arc::new(Shared {
+            current: RwLock::new((conn.clone(), addr)),
+            view: client.shared.view.clone(),
+        });
+        tokio::spawn(track(Arc::downgrade(&shared), master, base, config.clone()));
         Ok(SentinelConnection { shared, conn })
     }
 
     /// The master's address, updated at each switch.
     pub(crate) fn master(&self) -> watch::Receiver<NodeAddr> {
-        self.shared.master.subscribe()
+        self.shared.view.master.subscribe()
     }
 
     /// The replicas connected to the current master, as last counted.
     pub(crate) fn replicas(&self) -> u32 {
-        self.shared.replicas.load(Ordering::Acquire)
+        self.shared.view.replicas.load(Ordering::Acquire)
     }
 
     /// A `WAIT` was answered by `acks` replicas: if that is not the count known, the follower
     /// counts them again (as Redisson 4.x refreshes its count when `WAIT` disagrees).
     pub(crate) fn acked(&self, acks: u32) {
         if acks != self.replicas() {
-            self.shared.recount.notify_one();
+            self.shared.view.recount.notify_one();
         }
     }
 
     /// Counts the current master's replicas again now (after a `WAIT` no replica answered:
-    /// one may have gone, or be in a full resync), and keeps the count.
-    pub(crate) async fn recount(&mut self) -> Option<u32> {
-        let shared = self.shared.clone();
-        shared.recount(self.current()).await
+    /// one may have gone, or be in a full resync), and keeps the count. With none connected,
+    /// the follower asks the sentinels at once: the replica may have just been promoted.
+    pub(crate) async fn recount(&mut self) -> Option<Replicas> {
+        let view = self.shared.view.clone();
+        let counted = view.recount(self.current(), false).await;
+        if counted.is_some_and(|c| c.listed == 0) {
+            view.suspect.notify_one();
+        }
+        counted
     }
 
     /// The current master's connection (refreshed in this handle).
-    fn current(&mut self) -> &mut ConnectionManager {
+    fn current(&mut self) -> &mut Named {
         self.conn = self.shared.current.read().0.clone();
         &mut self.conn
     }
@@ -166,7 +215,7 @@ impl ConnectionLike for SentinelConnection {
             let reply = conn.req_packed_command(cmd).await;
             if let Err(err) = &reply {
                 if suspicious(err) {
-                    shared.suspect.notify_one();
+                    shared.view.suspect.notify_one();
                 }
             }
             reply
@@ -191,7 +240,7 @@ impl ConnectionLike for SentinelConnection {
                     .any(|v| matches!(v, Value::ServerError(e) if e.code() == "READONLY")),
             };
             if suspect {
-                shared.suspect.notify_one();
+                shared.view.suspect.notify_one();
             }
             replies
         })
@@ -245,10 +294,8 @@ impl Sentinels {
 
     /// A connection to the node at `addr`, once it says it is a master, and the number of
     /// replicas connected to it.
-    async fn connect_master(&self, addr: &NodeAddr) -> Result<(ConnectionManager, u32)> {
-        let info = node_info(&self.node_base, &addr.0, addr.1);
-        let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
-        let mut conn = connect_manager(client, &self.config).await?;
+    async fn connect_master(&self, addr: &NodeAddr) -> Result<(Named, u32)> {
+        let mut conn = connect_node(&self.node_base, addr, &self.config).await?;
         let role: Vec<Value> = redis::cmd("ROLE")
             .query_async(&mut conn)
             .await
@@ -256,7 +303,7 @@ impl Sentinels {
         match role.first() {
             Some(Value::BulkString(role)) if role.as_slice() == b"master" => {
                 let replicas = count_replicas(&mut conn).await.map_err(connect_error)?;
-                Ok((conn, replicas))
+                Ok((conn, replicas.online))
             }
             _ => Err(Error::Connection(redis::RedisError::from((
                 redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly),
@@ -287,14 +334,56 @@ impl Sentinels {
     }
 }
 
+/// A connection to the data node at `addr` (`base` giving login, TLS and database).
+async fn connect_node(base: &ConnectionInfo, addr: &NodeAddr, config: &Config) -> Result<Named> {
+    let info = node_info(base, &addr.0, addr.1);
+    let client = redis::Client::open(info).map_err(|e| Error::Config(e.to_string()))?;
+    connect_manager(client, config).await
+}
+
+/// Moves a connection opened beside the client's to each master the client's follower
+/// switches to, until the connection or the follower is gone.
+async fn track(
+    shared: Weak<Shared>,
+    mut master: watch::Receiver<NodeAddr>,
+    base: ConnectionInfo,
+    config: Config,
+) {
+    while master.changed().await.is_ok() {
+        let addr = master.borrow_and_update().clone();
+        loop {
+            if shared.strong_count() == 0 {
+                return;
+            }
+            match connect_node(&base, &addr, &config).await {
+                Ok(conn) => {
+                    if let Some(shared) = shared.upgrade() {
+                        *shared.current.write() = (conn, addr);
+                    }
+                    break;
+                }
+                // (Another switch since: follow that one instead.)
+                Err(_) if master.has_changed().unwrap_or(true) => break,
+                Err(err) => {
+                    tracing::debug!(error = %err, "the new master is not reachable yet");
+                    tokio::time::sleep(RETRY_CONNECT).await;
+                }
+            }
+        }
+    }
+}
+
+/// How soon a connection beside the client's tries the new master again.
+const RETRY_CONNECT: Duration = Duration::from_millis(100);
+
 /// The master's replicas that can acknowledge a write (`INFO replication`, see
 /// [`online_replicas`](crate::transport::topology::online_replicas)).
-async fn count_replicas(conn: &mut ConnectionManager) -> redis::RedisResult<u32> {
+async fn count_replicas(conn: &mut Named) -> redis::RedisResult<Replicas> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
         .await?;
-    Ok(crate::transport::topology::online_replicas(&info))
+    Ok(Replicas::of(&info))
 }
 
 /// A sentinel connection subscribed to `+switch-master`, and its pushes.
@@ -327,15 +416,15 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
         };
         tokio::select! {
             _ = scan.tick() => {}
-            _ = strong.suspect.notified() => {}
+            _ = strong.view.suspect.notified() => {}
             _ = async {
                 tokio::select! {
-                    _ = strong.recount.notified() => {}
+                    _ = strong.view.recount.notified() => {}
                     _ = recount.tick() => {}
                 }
             } => {
                 let mut conn = strong.current.read().0.clone();
-                strong.recount(&mut conn).await;
+                strong.view.recount(&mut conn, true).await;
                 continue;
             }
             push = pushed => match push.map(|p| p.kind) {
@@ -347,20 +436,28 @@ async fn follow(shared: Weak<Shared>, sentinels: Sentinels) {
         }
         let known = strong.current.read().1.clone();
         match sentinels.master_addr(turn).await {
-            Ok(addr) if addr != known => match sentinels.connect_master(&addr).await {
-                Ok((conn, replicas)) => {
-                    tracing::info!(
-                        master = %sentinels.master_name,
-                        from = %format!("{}:{}", known.0, known.1),
-                        to = %format!("{}:{}", addr.0, addr.1),
-                        "sentinels named a new master; switching to it"
-                    );
-                    *strong.current.write() = (conn, addr.clone());
-                    strong.replicas.store(replicas, Ordering::Release);
-                    strong.master.send_replace(addr);
+            Ok(addr) if addr != known => {
+                let (from, to) = (
+                    format!("{}:{}", known.0, known.1),
+                    format!("{}:{}", addr.0, addr.1),
+                );
+                let client_id = sentinels.config.conn_name.as_ref().map(|n| n.client_id());
+                let span = crate::observe::failover_span(client_id, "sentinel", &from, &to);
+                match sentinels
+                    .connect_master(&addr)
+                    .instrument(span.clone())
+                    .await
+                {
+                    Ok((conn, replicas)) => {
+                        let _following = span.enter(); // (nothing awaited from here)
+                        crate::observe::failover_followed(&span, "sentinel", &from, &to);
+                        *strong.current.write() = (conn, addr.clone());
+                        strong.view.replicas.store(replicas, Ordering::Release);
+                        strong.view.master.send_replace(addr);
+                    }
+                    Err(err) => crate::observe::failover_failed(&span, &err),
                 }
-                Err(err) => tracing::debug!(error = %err, "the new master is not ready"),
-            },
+            }
             Ok(_) => {}
             Err(err) => {
                 turn += 1;

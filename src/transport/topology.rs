@@ -20,6 +20,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{RedisResult, Value};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
+use tracing::Span;
 
 use super::slots::SlotMap;
 use super::NodeAddr;
@@ -49,18 +50,22 @@ pub(crate) struct Topology {
     stale: Arc<Notify>,
     /// Announces each read, and whether it succeeded (a failed one keeps the old view).
     read: watch::Sender<bool>,
+    /// The client's id, if known (its failover spans carry it).
+    client_id: Option<Arc<str>>,
 }
 
 impl Topology {
     /// Reads the view once (an unreachable cluster leaves it empty: readers then take the
     /// cluster connection's own routing) and keeps reading it until the last handle is gone.
-    pub(crate) async fn start(conn: ClusterConnection) -> Arc<Topology> {
+    /// `client_id`: the client's, for what it reports.
+    pub(crate) async fn start(conn: ClusterConnection, client_id: Option<&str>) -> Arc<Topology> {
         let (read, _) = watch::channel(true);
         let topology = Arc::new(Topology {
             conn,
             view: RwLock::default(),
             stale: Arc::default(),
             read,
+            client_id: client_id.map(Arc::from),
         });
         topology.read_view().await;
         let stale = topology.stale.clone();
@@ -127,10 +132,11 @@ impl Topology {
     /// Counts the replicas of `key`'s master again now, over `conn` (the caller's own: the
     /// watchdog's thread must not wait on the client's runtime), after a `WAIT` no replica
     /// answered (one may have gone, or be in a full resync), and keeps the count.
-    pub(crate) async fn recount(&self, conn: &ClusterConnection, key: &str) -> Option<u32> {
+    pub(crate) async fn recount(&self, conn: &ClusterConnection, key: &str) -> Option<Replicas> {
         let master = self.master_of(key)?;
         match count_at(&mut conn.clone(), &master).await {
-            Ok(n) => {
+            Ok(counted) => {
+                let n = counted.online;
                 let mut view = self.view.write();
                 let mut next = View {
                     slots: view.slots.clone(),
@@ -139,7 +145,7 @@ impl Topology {
                 };
                 next.replicas.insert(master, n);
                 *view = Arc::new(next);
-                Some(n)
+                Some(counted)
             }
             Err(err) => {
                 tracing::debug!(error = %err, "counting replicas failed");
@@ -160,15 +166,33 @@ impl Topology {
             }
         };
         let mut replicas = HashMap::new();
+        let before = self.view();
         for master in slots.masters() {
             match count_at(&mut conn, master).await {
                 Ok(n) => {
-                    replicas.insert(master.clone(), n);
+                    let known = before.replicas.get(master).copied();
+                    replicas.insert(master.clone(), n.periodic(known));
                 }
                 Err(err) => {
                     tracing::debug!(error = %err, node = %format!("{}:{}", master.0, master.1), "counting replicas failed")
                 }
             }
+        }
+        let (was, now) = (before.slots.masters(), slots.masters());
+        let followed = (before.epoch > 0 && was != now).then(|| {
+            let names = |m: &[&NodeAddr]| {
+                let names: Vec<String> = m.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+                names.join(",")
+            };
+            (names(&was), names(&now))
+        });
+        // Following a cluster failover is taking the new view (nothing awaited from here).
+        let span = followed.as_ref().map_or_else(Span::none, |(from, to)| {
+            crate::observe::failover_span(self.client_id.as_deref(), "cluster", from, to)
+        });
+        let _following = span.enter();
+        if let Some((from, to)) = &followed {
+            crate::observe::failover_followed(&span, "cluster", from, to);
         }
         {
             let mut view = self.view.write();
@@ -228,8 +252,8 @@ async fn read_slot_map(conn: &mut ClusterConnection) -> RedisResult<SlotMap> {
         .map(SlotMap::new)
 }
 
-/// The replicas of the master at `master` that can acknowledge a write.
-async fn count_at(conn: &mut ClusterConnection, master: &NodeAddr) -> RedisResult<u32> {
+/// The replicas of the master at `master`.
+async fn count_at(conn: &mut ClusterConnection, master: &NodeAddr) -> RedisResult<Replicas> {
     let mut info = redis::cmd("INFO");
     info.arg("replication");
     let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
@@ -237,7 +261,55 @@ async fn count_at(conn: &mut ClusterConnection, master: &NodeAddr) -> RedisResul
         port: master.1,
     });
     let reply = conn.route_command(info, routing).await?.extract_error()?;
-    Ok(online_replicas(&redis::from_redis_value::<String>(reply)?))
+    Ok(Replicas::of(&redis::from_redis_value::<String>(reply)?))
+}
+
+/// A master's replicas, as its `INFO replication` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replicas {
+    /// Those that can acknowledge a write ([`online_replicas`]).
+    pub(crate) online: u32,
+    /// Every replica connected, online or in its full resync.
+    pub(crate) listed: u32,
+}
+
+impl Replicas {
+    pub(crate) fn of(info: &str) -> Replicas {
+        let listed = info
+            .lines()
+            .filter(|line| replica_line(line).is_some())
+            .count();
+        Replicas {
+            online: online_replicas(info),
+            listed: u32::try_from(listed).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The count a periodic read keeps, `known` the count before it. A master left with no
+    /// replica at all keeps its old count: the next write still waits, and the `WAIT` path
+    /// decides (that write fails, then the count drops), so that a replica's promotion never
+    /// lets writes to the old master go unwaited-for between two reads.
+    pub(crate) fn periodic(self, known: Option<u32>) -> u32 {
+        match known {
+            Some(known) if self.listed == 0 && known > 0 => known,
+            _ => self.online,
+        }
+    }
+
+    /// Whether a write no replica acknowledged stands: only when a replica is connected but
+    /// none can acknowledge (a full resync: it holds none of the data, so there was nothing
+    /// to wait for). With none connected at all, the replica that was there may have been
+    /// promoted while this master still takes writes (a failover's first moments): the write
+    /// does not stand, as Redisson's does not, and the next count sends no `WAIT`.
+    pub(crate) fn excuse_no_ack(self) -> bool {
+        self.online == 0 && self.listed > 0
+    }
+}
+
+/// The fields of a master's `slaveN:` line.
+fn replica_line(line: &str) -> Option<&str> {
+    let (index, fields) = line.strip_prefix("slave")?.split_once(':')?;
+    index.bytes().all(|b| b.is_ascii_digit()).then_some(fields)
 }
 
 /// The replicas of an `INFO replication` reply that can acknowledge a write: its `slaveN:`
@@ -247,23 +319,15 @@ async fn count_at(conn: &mut ClusterConnection, master: &NodeAddr) -> RedisResul
 pub(crate) fn online_replicas(info: &str) -> u32 {
     let online = info
         .lines()
-        .filter(|line| {
-            line.strip_prefix("slave")
-                .and_then(|rest| rest.split_once(':'))
-                .is_some_and(|(index, fields)| {
-                    index.bytes().all(|b| b.is_ascii_digit())
-                        && fields
-                            .split(',')
-                            .any(|field| field.trim() == "state=online")
-                })
-        })
+        .filter_map(replica_line)
+        .filter(|fields| fields.split(',').any(|f| f.trim() == "state=online"))
         .count();
     u32::try_from(online).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::online_replicas;
+    use super::{online_replicas, Replicas};
 
     #[test]
     fn only_online_replicas_count() {
@@ -275,6 +339,17 @@ mod tests {
         assert_eq!(online_replicas(info), 1);
         let syncing = info.replace("state=online", "state=send_bulk");
         assert_eq!(online_replicas(&syncing), 0);
+        let counted = Replicas::of(&syncing);
+        assert_eq!((counted.online, counted.listed), (0, 2));
+        assert!(counted.excuse_no_ack(), "replicas in their full resync");
+        let none = Replicas::of("role:master\r\nconnected_slaves:0\r\n");
+        assert!(
+            !none.excuse_no_ack(),
+            "the replica went away: maybe promoted"
+        );
+        assert_eq!(none.periodic(Some(1)), 1, "left to the next WAIT");
+        assert_eq!(counted.periodic(Some(1)), 0, "a resync lowers it at once");
+        assert_eq!(Replicas::of(info).periodic(Some(0)), 1, "raised at once");
         assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
         // A replica's own INFO (`slave_read_only`, `slave_repl_offset`) counts nothing.
         assert_eq!(

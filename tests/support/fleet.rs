@@ -42,6 +42,11 @@ pub struct FleetStats {
     pub disturbed: Mutex<HashSet<String>>,
     /// Lock calls that failed and were made again.
     pub lock_errors: AtomicU64,
+    /// Redisson holds still there after an unlock that succeeded (Redisson re-sends a lock
+    /// script whose reply it lost, and its scripts are not idempotent: one `lock()` can count
+    /// two holds, and its watchdog renews the second for good). Seen through failovers only;
+    /// released again by the thread, so that the run goes on.
+    pub redisson_leaks: AtomicU64,
     /// Sections done per side, keyed by side name.
     pub per_side: Mutex<BTreeMap<String, u64>>,
 }
@@ -224,6 +229,7 @@ where
             tasks.push(tokio::spawn(async move {
                 let thread = format!("w{t}");
                 let me = format!("redisson-{}.{thread}", agent.version());
+                eprintln!("{me} holds as {}", agent.field(&thread).await);
                 let mut rng = StdRng::from_os_rng();
                 let mut done = 0;
                 while budget.fetch_sub(1, Ordering::SeqCst) > 0 {
@@ -249,6 +255,10 @@ where
                     // other failure is tried again while the thread still holds.
                     loop {
                         match agent.unlock(key, &thread).await {
+                            Ok(()) if agent.is_held_by_thread(key, &thread).await == Ok(true) => {
+                                eprintln!("{section}: Redisson still holds {key} after its unlock");
+                                stats.redisson_leaks.fetch_add(1, Ordering::Relaxed);
+                            }
                             Ok(()) => break,
                             Err(err) if err.is_illegal_monitor_state() => {
                                 eprintln!("{section}: told the lock on {key} was lost");
@@ -294,7 +304,7 @@ async fn lock_states<C: ConnectionLike>(
 ) -> Vec<(String, Vec<String>, i64)> {
     let mut held = Vec::new();
     for key in keys {
-        let fields: Vec<String> = redis::cmd("HKEYS")
+        let fields: Vec<String> = redis::cmd("HGETALL")
             .arg(key)
             .query_async(conn)
             .await
@@ -372,7 +382,35 @@ where
             let now = progress.load(Ordering::Relaxed);
             if now == last {
                 let held = lock_states(&mut conn.clone(), keys).await;
-                panic!("mixed fleet ({what}) stalled after {now} sections; locks: {held:?}");
+                let clients: Vec<String> = (rust_clients.iter().enumerate())
+                    .map(|(i, c)| format!("rust{i} {}", c.client_id()))
+                    .chain(
+                        agents
+                            .iter()
+                            .map(|a| format!("{} {}", a.version(), a.client_id())),
+                    )
+                    .collect();
+                for agent in agents {
+                    // Where each agent thread is blocked, for the report.
+                    let stacks = std::process::Command::new("jstack")
+                        .arg(agent.pid().to_string())
+                        .output()
+                        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                        .unwrap_or_default();
+                    let agent_threads: Vec<&str> = stacks
+                        .split("\n\n")
+                        .filter(|t| t.starts_with("\"agent-"))
+                        .collect();
+                    eprintln!(
+                        "Redisson {} threads:\n{}",
+                        agent.version(),
+                        agent_threads.join("\n\n")
+                    );
+                }
+                panic!(
+                    "mixed fleet ({what}) stalled after {now} sections; locks: {held:?}; \
+                     clients: {clients:?}"
+                );
             }
             last = now;
         }
@@ -391,13 +429,14 @@ where
     println!(
         "mixed fleet, {what}: {sections} critical sections in {elapsed:.2?} ({:.0}/s); \
          per side {per_side:?}; overlaps {}, of holders not told {}; told {}; disturbed {}; \
-         failed lock calls {}; counter sum {sum}",
+         failed lock calls {}; Redisson holds left after an unlock {}; counter sum {sum}",
         sections as f64 / elapsed.as_secs_f64(),
         overlaps,
         unaware,
         told,
         disturbed,
         stats.lock_errors.load(Ordering::Relaxed),
+        stats.redisson_leaks.load(Ordering::Relaxed),
     );
     assert_eq!(per_side.values().sum::<u64>(), sections as u64);
     for side in ["rust", "redisson-3.23.4", "redisson-4.7.0"] {
@@ -436,6 +475,11 @@ pub async fn check<C>(
         stats.lock_errors.load(Ordering::Relaxed),
         0,
         "{what}: failed lock calls"
+    );
+    assert_eq!(
+        stats.redisson_leaks.load(Ordering::Relaxed),
+        0,
+        "{what}: Redisson holds left after an unlock"
     );
     assert!(
         stats.disturbed.lock().unwrap().is_empty(),

@@ -210,6 +210,11 @@ impl JavaAgent {
         agent
     }
 
+    /// The JVM's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The client's UUID, the first half of every hash field this JVM writes.
     pub fn client_id(&self) -> &str {
         &self.client_id
@@ -350,6 +355,33 @@ impl JavaAgent {
     pub async fn multi_unlock(&self, locks: &[&str], thread: &str) -> Result<(), JavaError> {
         let extra = json!({ "locks": locks });
         self.call("multiUnlock", "", thread, extra).await.map(drop)
+    }
+
+    /// `new RedissonRedLock(lock on each of urls).tryLock(waitMs[, leaseMs], MILLISECONDS)` on
+    /// `thread` (one further Redisson client per server URL, made on first use).
+    pub async fn red_try_lock(
+        &self,
+        urls: &[String],
+        lock: &str,
+        thread: &str,
+        wait_ms: u64,
+        lease_ms: Option<u64>,
+    ) -> Result<bool, JavaError> {
+        let extra = json!({ "urls": urls, "waitMs": wait_ms, "leaseMs": lease_ms });
+        self.call("redTryLock", lock, thread, extra)
+            .await
+            .map(as_bool)
+    }
+
+    /// `new RedissonRedLock(...).unlock()` on `thread` (Redisson ignores the parts' errors).
+    pub async fn red_unlock(
+        &self,
+        urls: &[String],
+        lock: &str,
+        thread: &str,
+    ) -> Result<(), JavaError> {
+        let extra = json!({ "urls": urls });
+        self.call("redUnlock", lock, thread, extra).await.map(drop)
     }
 
     /// An RLock command (`lock`, `tryLock`, `unlock`, `isLocked`, `getHoldCount`,

@@ -12,15 +12,17 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod fleet;
+pub mod interop;
 pub mod java;
 pub mod proxy;
 pub mod sentinel;
 pub mod server_info;
+pub mod spans;
 pub mod tls;
 
 pub use server_info::{server_info, skip};
 
-use redisson_lock::{Config, LockClient};
+use redisson_lock::{Config, LockClient, LockGuard};
 
 /// A `redis-server` child process on `127.0.0.1:<port>`, killed on drop.
 pub struct RedisServer {
@@ -287,6 +289,40 @@ pub fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
+/// A [`LockClient`] that reaches the `redis-server` on `port` only through a fault proxy of
+/// its own, its config (the proxy's URL) adjusted by `adjust`. The proxy comes first, so that
+/// `let (proxy, client) = ...` drops the client before the proxy cuts its connections.
+pub async fn proxied_client_with(
+    port: u16,
+    adjust: impl FnOnce(Config) -> Config,
+) -> (proxy::Proxy, LockClient) {
+    let proxy = proxy::Proxy::start(port).await;
+    let config = Config::from_url(&proxy.url()).expect("valid url");
+    let client = LockClient::with_config(adjust(config)).await.unwrap();
+    (proxy, client)
+}
+
+/// [`proxied_client_with`] for `server`, with the short watchdog timeout of
+/// [`RedisServer::config`].
+pub async fn proxied_client(server: &RedisServer) -> (proxy::Proxy, LockClient) {
+    let watchdog = server.config().watchdog_timeout();
+    proxied_client_with(server.port(), |c| c.with_watchdog_timeout(watchdog)).await
+}
+
+/// The text of `scripts/lua/<name>.lua`, the script the crate sends.
+pub fn script(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/lua")
+        .join(format!("{name}.lua"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// The SHA1 `scripts/lua/<name>.lua` is sent under with `EVALSHA`: the pattern that picks its
+/// calls out of the traffic.
+pub fn script_sha(name: &str) -> String {
+    redis::Script::new(&script(name)).get_hash().to_string()
+}
+
 /// Spawns a task blocked in `lock()` on `name`; it yields the guard once acquired.
 pub fn spawn_waiter(
     client: &LockClient,
@@ -294,6 +330,66 @@ pub fn spawn_waiter(
 ) -> tokio::task::JoinHandle<redisson_lock::LockGuard> {
     let lock = client.lock(name);
     tokio::spawn(async move { lock.lock().await.expect("waiter acquires") })
+}
+
+/// A waiter's task: its guard and the moment it got it.
+pub type Waiting = tokio::task::JoinHandle<redisson_lock::Result<(LockGuard, Instant)>>;
+
+/// Holds `name` in `holder` and parks a task of `waiter` on it; returns once `listeners` (given
+/// the lock's channel) counts the waiter subscribed, or panics with `what` after 5 s.
+pub async fn held_and_waited(
+    holder: &LockClient,
+    waiter: &LockClient,
+    name: &str,
+    mut listeners: impl FnMut(&str) -> i64,
+    what: &str,
+) -> (LockGuard, Waiting) {
+    let held = holder.lock(name).lock().await.unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    let channel = redisson_lock::names::lock_channel(name);
+    let subscribed = eventually(Duration::from_secs(5), || listeners(&channel) == 1).await;
+    assert!(subscribed, "{what}");
+    (held, waiting)
+}
+
+/// Unlocks `held` and waits (up to 10 s, else panics with `what`) for `waiting` to get the
+/// lock: its guard, when the unlock was sent, and when the waiter acquired.
+pub async fn release_to(
+    held: LockGuard,
+    waiting: Waiting,
+    what: &str,
+) -> (LockGuard, Instant, Instant) {
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let (guard, acquired) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect(what)
+        .unwrap()
+        .unwrap();
+    (guard, released, acquired)
+}
+
+/// [`held_and_waited`], then the release must wake the waiter by message: served within 2 s,
+/// far inside the holder's lease (which must be 30 s). Shuts both clients down.
+pub async fn handover_by_message(
+    holder: LockClient,
+    waiter: LockClient,
+    name: &str,
+    listeners: impl FnMut(&str) -> i64,
+    what: &str,
+) {
+    let (held, waiting) = held_and_waited(&holder, &waiter, name, listeners, what).await;
+    let (guard, released, acquired) =
+        release_to(held, waiting, "woken well before the 30 s lease").await;
+    let took = acquired - released;
+    assert!(
+        took < Duration::from_secs(2),
+        "woken by the message, took {took:?}"
+    );
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
 }
 
 /// One lock/unlock cycle through `client`, which loads the acquire and unlock scripts: later

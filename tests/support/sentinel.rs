@@ -10,7 +10,7 @@
 //! (a master with a synced replica, every sentinel agreeing on it).
 #![allow(dead_code)]
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use redisson_lock::Config;
@@ -81,17 +81,20 @@ impl SentinelGroup {
     }
 
     /// Waits until every sentinel names the same master, which has its replica connected and
-    /// synced, and knows the replica and the two other sentinels.
+    /// synced (online in the master's `INFO replication`), and knows the replica and the two
+    /// other sentinels.
     pub fn wait_healthy(&self) {
         wait_for("a healthy sentinel group", Duration::from_secs(60), || {
             let Some(master) = self.agreed_master() else {
                 return false;
             };
             let replica = self.data.iter().find(|n| n.port != master).unwrap();
-            replica
-                .info_field("replication", "master_link_status")
-                .as_deref()
-                == Some("up")
+            // (The master's side too: lock writes WAIT only for replicas it lists online.)
+            replica_states(self.node(master)) == ["online"]
+                && replica
+                    .info_field("replication", "master_link_status")
+                    .as_deref()
+                    == Some("up")
                 && replica.info_field("replication", "master_port").as_deref()
                     == Some(master.to_string().as_str())
                 && self.sentinels.iter().all(|s| {
@@ -244,6 +247,37 @@ impl SentinelGroup {
         }
     }
 
+    /// kill -9 of the master: waits until the sentinels have promoted its replica, and
+    /// returns `(old, new)` ports. Bring the old one back with [`SentinelGroup::revive`].
+    pub fn kill_master(&mut self) -> (u16, u16) {
+        let (old, new) = (self.master().port, self.replica().port);
+        self.data.iter_mut().find(|n| n.port == old).unwrap().kill();
+        wait_for(
+            "the sentinels to promote the replica",
+            Duration::from_secs(30),
+            || {
+                self.sentinels.iter().all(|s| named_master(s) == Some(new))
+                    && self.node(new).is_master()
+            },
+        );
+        (old, new)
+    }
+
+    /// Starts the killed node at `port` again, empty, as the current master's replica, and
+    /// waits until the group is healthy.
+    pub fn revive(&mut self, port: u16) {
+        let master = self.master().port.to_string();
+        let args = ["--replicaof", "127.0.0.1", &master]
+            .map(String::from)
+            .to_vec();
+        self.data
+            .iter_mut()
+            .find(|n| n.port == port)
+            .unwrap()
+            .restart_empty(args);
+        self.wait_healthy();
+    }
+
     /// The node at `port`.
     pub fn node(&self, port: u16) -> &Node {
         self.data
@@ -309,4 +343,145 @@ pub fn replica_states(node: &Node) -> Vec<String> {
             Some(state.trim().to_string())
         })
         .collect()
+}
+
+/// A connection to whichever node the sentinels name master, for a test's own commands
+/// through a failover (redis-rs's sentinel client finds the master once): after an I/O error or
+/// a `READONLY` it asks the sentinels again on its next command. Each write (anything but
+/// `GET`) is followed by `WAIT 1` in the same write and fails unless the replica acknowledged
+/// it: a write that a failover may lose is reported, as the lock writes' are (a master keeps
+/// taking writes for a moment after its replica was promoted, and loses them).
+#[derive(Clone)]
+pub struct MasterConnection {
+    sentinels: Vec<String>,
+    current: Arc<tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>>,
+}
+
+impl MasterConnection {
+    pub fn new(sentinels: Vec<String>) -> MasterConnection {
+        MasterConnection {
+            sentinels,
+            current: Arc::default(),
+        }
+    }
+
+    async fn conn(&self) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+        let mut current = self.current.lock().await;
+        if let Some(conn) = &*current {
+            return Ok(conn.clone());
+        }
+        let mut last = None;
+        for url in &self.sentinels {
+            let asked = async {
+                let mut sentinel = redis::Client::open(url.as_str())?
+                    .get_multiplexed_async_connection()
+                    .await?;
+                let (host, port): (String, u16) = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(MASTER_NAME)
+                    .query_async(&mut sentinel)
+                    .await?;
+                redis::Client::open(format!("redis://{host}:{port}"))?
+                    .get_multiplexed_async_connection()
+                    .await
+            };
+            match asked.await {
+                Ok(conn) => {
+                    *current = Some(conn.clone());
+                    return Ok(conn);
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.expect("at least one sentinel"))
+    }
+
+    /// Forgets the connection after a reply that says it may not reach the master.
+    async fn check<T>(&self, reply: &redis::RedisResult<T>) {
+        if let Err(err) = reply {
+            if err.is_io_error()
+                || err.is_connection_dropped()
+                || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+            {
+                *self.current.lock().await = None;
+            }
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for MasterConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        Box::pin(async move {
+            let mut conn = self.conn().await?;
+            let is_read = matches!(cmd.args_iter().next(), Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"GET"));
+            let reply = if is_read {
+                let mut reply = conn
+                    .req_packed_command(cmd)
+                    .await
+                    .and_then(redis::Value::extract_error);
+                // (A read is sent again once, to the master asked for anew.)
+                if reply
+                    .as_ref()
+                    .is_err_and(|e| e.is_io_error() || e.is_connection_dropped())
+                {
+                    *self.current.lock().await = None;
+                    reply = self
+                        .conn()
+                        .await?
+                        .req_packed_command(cmd)
+                        .await
+                        .and_then(redis::Value::extract_error);
+                }
+                reply
+            } else {
+                durable(&mut conn, cmd).await
+            };
+            self.check(&reply).await;
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipe: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        Box::pin(async move {
+            let mut conn = self.conn().await?;
+            let reply = conn.req_packed_commands(pipe, offset, count).await;
+            self.check(&reply).await;
+            reply
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// `cmd`, then `WAIT 1 1000` in the same write: its reply if the replica acknowledged it.
+async fn durable(
+    conn: &mut redis::aio::MultiplexedConnection,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<redis::Value> {
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd.clone()).cmd("WAIT").arg(1).arg(1000);
+    use redis::aio::ConnectionLike;
+    let mut replies = conn.req_packed_commands(&pipe, 0, 2).await?.into_iter();
+    let reply = replies
+        .next()
+        .unwrap_or(redis::Value::Nil)
+        .extract_error()?;
+    let acks: i64 = redis::from_redis_value(replies.next().unwrap_or(redis::Value::Nil))?;
+    if acks < 1 {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "the replica did not acknowledge the write",
+        )));
+    }
+    Ok(reply)
 }

@@ -153,3 +153,15 @@ pub fn skip(test: &str, reason: &str) {
         }
     }
 }
+
+/// Whether the long fault runs (mixed fleets through a failover or a killed master) are to
+/// run here: on the matrix's default server, or outside `scripts/test.sh`. The other servers
+/// of the matrix run the core suites (CI time); these say so with [`skip`].
+pub fn runs_fault_fleets(test: &str) -> bool {
+    let other_server = std::env::var_os("RLOCK_TEST_SERVER").is_some()
+        && std::env::var_os("RLOCK_TEST_FULL").is_none();
+    if other_server {
+        skip(test, "fault fleets run on the matrix's default server only");
+    }
+    !other_server
+}

@@ -8,6 +8,9 @@ pub const FAILURE: u8 = 1;
 /// The command line is wrong (unknown flag, bad duration or URL, `unlock` without `--force`,
 /// or no terminal to confirm on and no `--yes`). Same value as BSD's `EX_USAGE`.
 pub const USAGE: u8 = 64;
+/// `run`: `--metrics-addr` cannot be listened on (in use, not an address of this machine,
+/// or a privileged port); nothing was locked. Same value as BSD's `EX_UNAVAILABLE`.
+pub const CANNOT_LISTEN: u8 = 69;
 /// `run`: the lock was not acquired within `--wait` (or at once with `--wait 0`).
 pub const NOT_ACQUIRED: u8 = 73;
 /// `run`: the lock was lost while the command ran (the command was terminated), or was found
@@ -28,6 +31,7 @@ Exit codes:
   1        other failure (the key is not a lock, confirmation declined, ...)
   64       usage error (bad flag, duration or URL; unlock without --force, or without
            a terminal to confirm on and without --yes)
+  69       run: cannot listen on --metrics-addr (nothing was locked)
   73       run: the lock was not acquired within --wait
   74       run: the lock was lost while the command ran (the command was terminated)
   75       cannot reach Redis, or Redis answered with an error

@@ -4,6 +4,7 @@
 //! rlock run orders --wait 10s -- ./import.sh      # hold `orders` while the command runs
 //! rlock status orders --json                       # who holds it, how long is left
 //! rlock unlock --force orders                      # delete it whoever holds it
+//! rlock top 'orders:*'                             # a live view of the locks
 //! rlock demo                                       # a guided tour on a private redis-server
 //! ```
 //!
@@ -16,17 +17,19 @@ mod duration;
 mod failure;
 mod names;
 mod process;
+mod prometheus;
 mod run;
-mod server;
 mod status;
+mod top;
 mod unlock;
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redisson_lock::{Config, PublishMode};
+use redisson_lock::{Config, LockClient, PublishMode};
 
 use crate::duration::parse_duration;
 use crate::failure::{Failure, EXIT_CODES_HELP};
@@ -133,6 +136,10 @@ enum Command {
     Run {
         /// Name of the lock (the key prefix is added to it).
         name: String,
+        /// Which of Redisson's locks to take (a read or write half of a read-write lock, a
+        /// fenced lock whose token the command gets as RLOCK_FENCING_TOKEN).
+        #[arg(long, value_enum, default_value_t = run::KindArg::Lock)]
+        kind: run::KindArg,
         /// Wait at most this long for the lock (0: give up at once if held) [default: forever]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         wait: Option<Duration>,
@@ -143,6 +150,15 @@ enum Command {
         /// Time between SIGTERM and SIGKILL when the lock is lost.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
         grace: Duration,
+        /// Say on stderr when the lock has been held this long (the library's hold warning,
+        /// event and metric, is set to it too).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        warn_after: Option<Duration>,
+        /// Serve the library's metrics to Prometheus at http://ADDR/metrics (e.g.
+        /// 127.0.0.1:9464) from before the lock is asked for until rlock exits, so a scrape
+        /// sees the wait, the hold and the renewals of a long job.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<SocketAddr>,
         /// Keep the command in rlock's process group, so it can read from the terminal.
         /// Signals then go to the command alone, not to the processes it started.
         #[arg(long)]
@@ -180,6 +196,36 @@ enum Command {
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+    /// A live view of the locks: holders (host and process where known), lease left,
+    /// waiters, fencing token, node.
+    ///
+    /// Refreshes at most once a second; each refresh examines at most --pages pages of
+    /// --count keys (SCAN, never KEYS), so it is safe on a production server: a pass over many
+    /// locks spans several refreshes. Keys: q (or Esc, Ctrl-C) quits; l, w, n sort by lease,
+    /// waiters, name.
+    Top {
+        /// Which lock names to show (a glob; the key prefix is added to it).
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// The order of the rows.
+        #[arg(long, value_enum, default_value_t = top::SortBy::Lease)]
+        sort: top::SortBy,
+        /// Print one table after one whole pass, and exit.
+        #[arg(long)]
+        once: bool,
+        /// With --once: one JSON object per lock (as `status --json`), one per line.
+        #[arg(long, requires = "once")]
+        json: bool,
+        /// Time between refreshes (at least 1s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+        interval: Duration,
+        /// Keys examined per SCAN call.
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+        /// SCAN calls per refresh (at most).
+        #[arg(long, default_value_t = 10)]
+        pages: usize,
     },
     /// Start a private redis-server and play a short story of locks, as a timeline.
     ///
@@ -246,45 +292,77 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     match cli.command {
         Command::Demo => demo::demo(&runtime),
         Command::Status { name, json } => {
-            let ca = tls_ca(&cli.global)?;
-            let config = config(&cli.global, ca.clone())?;
-            let key = format!("{}{name}", config.key_prefix());
-            let (mut conn, placement) =
-                server::connect_for_key(&server(&cli.global), &key, ca.as_deref())?;
-            let mut status = status::inspect(&mut conn, config.key_prefix(), &name)?;
-            status.placement = placement;
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            let info = runtime.block_on(async {
+                let client = LockClient::with_config(config).await?;
+                let info = client.inspect(&name).await;
+                client.shutdown().await;
+                info
+            });
+            let info = info.map_err(Failure::from_lock)?;
             let text = if json {
-                format!("{}\n", status.to_json())
+                format!("{}\n", status::to_json(&info))
             } else {
-                status.to_text()
+                status::to_text(&info)
             };
             print_stdout(&text);
             Ok(0)
         }
+        Command::Top {
+            pattern,
+            sort,
+            once,
+            json,
+            interval,
+            count,
+            pages,
+        } => {
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            let args = top::TopArgs {
+                pattern,
+                sort,
+                once,
+                json,
+                interval: interval.max(Duration::from_secs(1)),
+                count,
+                pages,
+            };
+            top::top(config, args, &runtime)
+        }
         Command::Unlock { name, force, yes } => {
-            let ca = tls_ca(&cli.global)?;
-            let config = config(&cli.global, ca.clone())?;
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
             let args = unlock::UnlockArgs { name, force, yes };
-            unlock::unlock(config, &server(&cli.global), ca.as_deref(), args, &runtime)
+            unlock::unlock(config, args, &runtime)
         }
         Command::Run {
             name,
+            kind,
             wait,
             lease,
             grace,
+            warn_after,
+            metrics_addr,
             foreground,
             command,
         } => {
             if lease == Some(Duration::ZERO) {
                 return Err(Failure::usage("--lease must be longer than 0"));
             }
-            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            let config = config(&cli.global, tls_ca(&cli.global)?)?
+                .with_hold_warning(warn_after)
+                .with_prompt_loss_detection(true);
+            // After the usage checks, before the client exists (outside the runtime: see serve).
+            if let Some(addr) = metrics_addr {
+                prometheus::serve(addr)?;
+            }
             let args = run::RunArgs {
                 name,
+                kind,
                 wait,
                 lease,
                 grace,
                 foreground,
+                warn_after,
                 command,
             };
             runtime.block_on(run::run(config, args))
@@ -292,31 +370,16 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
 }
 
-/// The deployment the global flags name: `--cluster` or `--sentinel` if given, else `--url`.
-fn server(global: &Global) -> server::Server {
-    match (
-        &global.cluster[..],
-        &global.sentinel[..],
-        &global.master_name,
-    ) {
-        ([], [], _) => server::Server::Standalone(global.url.clone()),
-        ([], sentinels, master_name) => server::Server::Sentinel {
-            master_name: master_name.clone().unwrap_or_default(),
-            sentinels: sentinels.to_vec(),
-        },
-        (seeds, _, _) => server::Server::Cluster(seeds.to_vec()),
-    }
-}
-
 /// The library configuration from the global flags; `tls_ca` is the contents of `--tls-ca`.
 fn config(global: &Global, tls_ca: Option<Vec<u8>>) -> Result<Config, Failure> {
-    let config = match server(global) {
-        server::Server::Standalone(url) => Config::from_url(&url),
-        server::Server::Cluster(seeds) => Config::cluster(seeds),
-        server::Server::Sentinel {
-            master_name,
-            sentinels,
-        } => Config::sentinel(&master_name, sentinels),
+    // `--cluster` or `--sentinel` if given, else `--url`.
+    let config = match (&global.cluster[..], &global.sentinel[..]) {
+        ([], []) => Config::from_url(&global.url),
+        ([], sentinels) => Config::sentinel(
+            global.master_name.as_deref().unwrap_or_default(),
+            sentinels.to_vec(),
+        ),
+        (seeds, _) => Config::cluster(seeds.to_vec()),
     };
     let mut config = config
         .map_err(Failure::from_lock)?

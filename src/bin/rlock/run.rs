@@ -3,18 +3,34 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use clap::ValueEnum;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use redisson_lock::{Config, LockClient, LockGuard, LostReason};
+use redisson_lock::{Config, Lock, LockClient, LockGuard, LostReason};
 
 use crate::duration::format_duration;
 use crate::failure::{self, Failure};
 use crate::process::{self, Signals, Target};
 
+/// Which of Redisson's locks `rlock run` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KindArg {
+    /// `RLock` (`getLock(name)`).
+    Lock,
+    /// `RFencedLock` (`getFencedLock(name)`): the command gets RLOCK_FENCING_TOKEN.
+    Fenced,
+    /// The read half of `RReadWriteLock` (`getReadWriteLock(name).readLock()`): shared.
+    Read,
+    /// The write half of `RReadWriteLock`: exclusive, of readers too.
+    Write,
+}
+
 /// What `rlock run` was asked to do.
 pub struct RunArgs {
     /// The lock's name (the configured key prefix is added to it).
     pub name: String,
+    /// Which kind of lock.
+    pub kind: KindArg,
     /// How long to wait for the lock: `None` forever, zero for a single attempt.
     pub wait: Option<Duration>,
     /// A fixed lease (no watchdog), or `None` for a watchdog-renewed lock.
@@ -24,6 +40,9 @@ pub struct RunArgs {
     /// Keep the command in rlock's process group (so it can read the terminal); signals then
     /// go to the command alone instead of its whole process group.
     pub foreground: bool,
+    /// Say on stderr (once) when the lock has been held this long; the library's hold warning
+    /// (event and metric) is set to it too.
+    pub warn_after: Option<Duration>,
     /// The command and its arguments (at least the command).
     pub command: Vec<OsString>,
 }
@@ -55,13 +74,17 @@ async fn hold_and_run(
     args: &RunArgs,
     signals: &mut Signals,
 ) -> Result<u8, Failure> {
-    let lock = client.lock(args.name.clone());
+    let name = args.name.clone();
+    let lock = match args.kind {
+        KindArg::Lock => client.lock(name),
+        KindArg::Read => client.read_write_lock(name).read_lock(),
+        KindArg::Write => client.read_write_lock(name).write_lock(),
+        KindArg::Fenced => client.lock(name),
+    };
     let acquire = async {
-        match (args.wait, args.lease) {
-            (None, None) => lock.lock().await.map(Some),
-            (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
-            (Some(wait), None) => lock.try_lock_for(wait).await,
-            (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
+        match args.kind {
+            KindArg::Fenced => acquire_fenced(client, args).await,
+            _ => acquire(&lock, args).await.map(|g| g.map(|g| (g, None))),
         }
     };
     // Acquiring is cancel safe: a signal while waiting leaves nothing behind.
@@ -74,7 +97,7 @@ async fn hold_and_run(
             ));
         }
     };
-    let Some(guard) = guard else {
+    let Some((guard, token)) = guard else {
         let wait = args.wait.unwrap_or_default();
         return Err(Failure::new(
             failure::NOT_ACQUIRED,
@@ -93,6 +116,9 @@ async fn hold_and_run(
         .env("RLOCK_NAME", &args.name)
         .env("RLOCK_KEY", lock.key())
         .env("RLOCK_OWNER_FIELD", guard.owner_field());
+    if let Some(token) = token {
+        command.env("RLOCK_FENCING_TOKEN", token.to_string());
+    }
     if !args.foreground {
         // Its own process group, so that signals reach everything it started.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
@@ -122,6 +148,14 @@ async fn hold_and_run(
 
     let lost = guard.lost();
     tokio::pin!(lost);
+    let warn = async {
+        match args.warn_after {
+            Some(after) => tokio::time::sleep(after).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(warn);
+    let mut warned = false;
     let ending = loop {
         tokio::select! {
             biased;
@@ -135,6 +169,14 @@ async fn hold_and_run(
             },
             _ = &mut lost => break Ending::Lost(terminate(&mut child, target, args.grace).await),
             signal = signals.recv() => target.send(signal),
+            () = &mut warn, if !warned => {
+                warned = true;
+                eprintln!(
+                    "rlock: warning: lock `{}` held for more than {} (--warn-after); the command is still running",
+                    args.name,
+                    format_duration(args.warn_after.unwrap_or_default())
+                );
+            }
         }
     };
 
@@ -142,6 +184,34 @@ async fn hold_and_run(
         Ending::Lost(how) => Err(lost_failure(&args.name, guard.lost_reason(), how)),
         Ending::Exited(status) => release(guard, &args.name, process::exit_code(status)).await,
     }
+}
+
+/// Takes `lock` as `args` say: waiting forever or for `--wait`, on the watchdog or a
+/// `--lease`.
+async fn acquire(lock: &Lock, args: &RunArgs) -> redisson_lock::Result<Option<LockGuard>> {
+    match (args.wait, args.lease) {
+        (None, None) => lock.lock().await.map(Some),
+        (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
+        (Some(wait), None) => lock.try_lock_for(wait).await,
+        (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
+    }
+}
+
+/// As [`acquire`], for the fenced lock: its guard and its token.
+async fn acquire_fenced(
+    client: &LockClient,
+    args: &RunArgs,
+) -> redisson_lock::Result<Option<(LockGuard, Option<i64>)>> {
+    let lock = client.fenced_lock(args.name.clone());
+    let guard = match (args.wait, args.lease) {
+        (None, None) => lock.lock().await.map(Some),
+        (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
+        (Some(wait), None) => lock.try_lock_for(wait).await,
+        (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
+    }?;
+    Ok(guard
+        .map(|g| (g.token(), g))
+        .map(|(t, g)| (g.into_guard(), Some(t))))
 }
 
 /// Stops the command: SIGTERM, then SIGKILL if it is still running after `grace`. Returns how

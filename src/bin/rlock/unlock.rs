@@ -4,9 +4,9 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use redisson_lock::{Config, LockClient};
 
+use redisson_lock::inspect::{LockKind, LockState};
+
 use crate::failure::{self, Failure};
-use crate::server::{self, Server};
-use crate::status::{self, Kind, State};
 
 /// What `rlock unlock` was asked to do.
 pub struct UnlockArgs {
@@ -19,12 +19,9 @@ pub struct UnlockArgs {
 }
 
 /// Checks the flags, shows who holds the lock, asks for confirmation, then runs the library's
-/// force unlock (which publishes the unlock message, so waiters wake at once). Synchronous
-/// steps run before `runtime` is used.
+/// force unlock (which publishes the unlock message, so waiters wake at once).
 pub fn unlock(
     config: Config,
-    server: &Server,
-    tls_ca: Option<&[u8]>,
     args: UnlockArgs,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<u8, Failure> {
@@ -40,15 +37,19 @@ pub fn unlock(
         ));
     }
 
-    let key = format!("{}{}", config.key_prefix(), args.name);
-    let (mut conn, _) = server::connect_for_key(server, &key, tls_ca)?;
-    let before = status::inspect(&mut conn, config.key_prefix(), &args.name)?;
+    let client = runtime
+        .block_on(LockClient::with_config(config))
+        .map_err(Failure::from_lock)?;
+    let before = runtime.block_on(client.inspect(&args.name));
+    let before = before.map_err(Failure::from_lock)?;
     match before.state {
-        State::Free => {
+        LockState::Free => {
             println!("`{}` is not held: nothing to unlock", args.name);
+            runtime.block_on(client.shutdown());
             return Ok(0);
         }
-        State::NotALock => {
+        LockState::NotALock => {
+            runtime.block_on(client.shutdown());
             return Err(Failure::new(
                 failure::FAILURE,
                 format!(
@@ -57,12 +58,17 @@ pub fn unlock(
                 ),
             ));
         }
-        State::Held => {}
+        LockState::Held => {}
     }
     if !args.yes {
-        let holders: Vec<&str> = before.owners.iter().map(|o| o.field.as_str()).collect();
+        let holders: Vec<String> = (before.holders.iter())
+            .map(|o| match &o.client {
+                Some(client) => format!("{} ({})", o.field, crate::status::client_text(client)),
+                None => o.field.clone(),
+            })
+            .collect();
         eprint!(
-            "Force-unlock `{}` held by {}? Holders only notice at their next renewal. [y/N] ",
+            "Force-unlock `{}` held by {}? Holders notice at once if they listen for their loss (rlock run does), else at their next renewal. [y/N] ",
             args.name,
             holders.join(", ")
         );
@@ -73,6 +79,7 @@ pub fn unlock(
             .read_line(&mut answer)
             .map_err(|e| Failure::new(failure::FAILURE, format!("cannot read the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes" | "YES") {
+            runtime.block_on(client.shutdown());
             return Err(Failure::new(
                 failure::FAILURE,
                 "aborted: the lock was left alone",
@@ -80,17 +87,35 @@ pub fn unlock(
         }
     }
 
+    // Each kind's own force unlock: it deletes what that kind holds and publishes what its
+    // waiters listen for.
     let name = args.name.clone();
-    let released = runtime.block_on(async move {
-        let client = LockClient::with_config(config).await?;
-        let released = client.lock(name).force_unlock().await;
+    let released = runtime.block_on(async {
+        let released = match (before.kind, before.mode.as_deref()) {
+            (Some(LockKind::ReadWrite), Some("read")) => {
+                client
+                    .read_write_lock(name)
+                    .read_lock()
+                    .force_unlock()
+                    .await
+            }
+            (Some(LockKind::ReadWrite), _) => {
+                client
+                    .read_write_lock(name)
+                    .write_lock()
+                    .force_unlock()
+                    .await
+            }
+            (Some(LockKind::Fenced), _) => client.fenced_lock(name).force_unlock().await,
+            _ => client.lock(name).force_unlock().await,
+        };
         client.shutdown().await;
         released
     });
     let woken = match before.kind {
-        // Those waiters listen on other channels (docs/PROTOCOL.md §5): they retry on their timer.
-        Some(Kind::ReadWrite) => "read-write lock waiters are not woken: they retry on their timer",
-        Some(Kind::Fair) => "fair lock waiters are not woken: they retry on their timer",
+        // Fair lock waiters listen on channels of their own (docs/PROTOCOL.md §5): they retry
+        // on their timer.
+        Some(LockKind::Fair) => "fair lock waiters are not woken: they retry on their timer",
         _ => "waiters were notified",
     };
     match released.map_err(Failure::from_lock)? {

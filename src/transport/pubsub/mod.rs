@@ -49,11 +49,18 @@ pub(crate) struct Hub {
     connected: AtomicBool,
     commands: mpsc::UnboundedSender<Command>,
     response_timeout: Duration,
+    /// The client's name, given to each connection the hub opens.
+    conn_name: Option<super::naming::ConnName>,
 }
 
 struct ChannelState {
     refs: usize,
     notify: Arc<Notify>,
+    /// Holders of this client watching the channel for their lock's loss (any message, and
+    /// every resubscription, wakes them all; they are not waiters, so a `0` never goes to
+    /// them instead of a waiter).
+    watchers: usize,
+    watch: Arc<Notify>,
     /// `true` once the server confirmed the subscription on the current connection.
     ready: watch::Sender<bool>,
     /// When the last waiter left; the hub unsubscribes once this is [`LINGER`] old.
@@ -114,6 +121,32 @@ impl Drop for Subscription {
     }
 }
 
+/// A holder's watch on its lock's channel; dropping it releases the share.
+pub(crate) struct Watch {
+    hub: Arc<Hub>,
+    channel: String,
+    notify: Arc<Notify>,
+}
+
+impl Watch {
+    /// Woken by every message on the channel and every resubscription.
+    pub(crate) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut channels = self.hub.channels.lock();
+        if let Some(state) = channels.get_mut(&self.channel) {
+            state.watchers -= 1;
+            if state.refs == 0 && state.watchers == 0 {
+                state.idle_since = Some(Instant::now());
+            }
+        }
+    }
+}
+
 impl Hub {
     /// Creates the hub for the deployment `conn` reaches, with the resolved publish `mode`,
     /// makes its first connection (so a server that cannot serve pub/sub is reported now, not
@@ -134,6 +167,7 @@ impl Hub {
             connected: AtomicBool::new(false),
             commands,
             response_timeout,
+            conn_name: config.conn_name.clone(),
         });
         let connection = config.connection_info()?;
         let redis = connection
@@ -215,6 +249,8 @@ impl Hub {
                 ChannelState {
                     refs: 0,
                     notify: Arc::new(Notify::new()),
+                    watchers: 0,
+                    watch: Arc::new(Notify::new()),
                     ready: watch::Sender::new(false),
                     idle_since: None,
                 }
@@ -226,6 +262,47 @@ impl Hub {
             let _ = tokio::time::timeout(self.response_timeout, confirmed).await;
         }
         subscription
+    }
+
+    /// Watches `channel` for a holder of this client: the returned share is woken by every
+    /// message on it and every resubscription (a message may have been missed), and keeps the
+    /// subscription while it lives. Returns once the server confirmed the subscription (or
+    /// the response timeout passed).
+    pub(crate) async fn watch(self: &Arc<Self>, channel: &str) -> Watch {
+        let mut ready = {
+            let mut channels = self.channels.lock();
+            let state = channels.entry(channel.to_string()).or_insert_with(|| {
+                let _ = self.commands.send(Command::Subscribe(channel.to_string()));
+                ChannelState {
+                    refs: 0,
+                    notify: Arc::new(Notify::new()),
+                    watchers: 0,
+                    watch: Arc::new(Notify::new()),
+                    ready: watch::Sender::new(false),
+                    idle_since: None,
+                }
+            });
+            state.watchers += 1;
+            state.idle_since = None;
+            state.ready.subscribe()
+        };
+        if self.connected.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(self.response_timeout, ready.wait_for(|r| *r)).await;
+        }
+        let watch = self.channels.lock()[channel].watch.clone();
+        Watch {
+            hub: self.clone(),
+            channel: channel.to_string(),
+            notify: watch,
+        }
+    }
+
+    /// Wakes every watcher of `channel` (a holder of this client gave its last hold up: its
+    /// watcher ends).
+    pub(crate) fn nudge_watchers(&self, channel: &str) {
+        if let Some(state) = self.channels.lock().get(channel) {
+            state.watch.notify_waiters();
+        }
     }
 
     /// Wakes every waiter of `channel` now (a holder of this client lost the lock, so its
@@ -242,9 +319,13 @@ impl Hub {
             return;
         };
         let channels = self.channels.lock();
-        let Some(state) = channels.get(channel).filter(|s| s.refs > 0) else {
+        let Some(state) = channels.get(channel) else {
             return;
         };
+        state.watch.notify_waiters();
+        if state.refs == 0 {
+            return;
+        }
         match payload {
             b"0" => state.notify.notify_one(),
             b"1" => state.notify.notify_waiters(),
@@ -263,6 +344,7 @@ impl Hub {
         self.epoch.fetch_add(1, Ordering::AcqRel);
         for state in self.channels.lock().values() {
             state.notify.notify_waiters();
+            state.watch.notify_waiters();
         }
     }
 
@@ -278,7 +360,8 @@ impl Hub {
     fn take_idle(&self, cutoff: Instant) -> Vec<String> {
         let mut idle = Vec::new();
         self.channels.lock().retain(|channel, state| {
-            let keep = state.refs > 0 || state.idle_since.is_none_or(|t| t > cutoff);
+            let keep =
+                state.refs > 0 || state.watchers > 0 || state.idle_since.is_none_or(|t| t > cutoff);
             if !keep {
                 idle.push(channel.clone());
             }
@@ -315,6 +398,7 @@ impl Hub {
         for channel in channels {
             if let Some(state) = states.get(channel) {
                 state.notify.notify_waiters();
+                state.watch.notify_waiters();
             }
         }
     }

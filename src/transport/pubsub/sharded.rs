@@ -359,6 +359,9 @@ impl Link {
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        if let Some(name) = &self.hub.conn_name {
+            name.apply(&mut conn).await?;
+        }
         let mut ping = tokio::time::interval(PING_INTERVAL);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping.tick().await;

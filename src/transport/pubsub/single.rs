@@ -142,6 +142,9 @@ impl HubTask {
         let mut conn = client
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
+        if let Some(name) = &self.hub.conn_name {
+            name.apply(&mut conn).await?;
+        }
         // Everything the waiters want now, in one command.
         let channels = self.hub.channel_names();
         if !channels.is_empty() {

@@ -22,6 +22,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.Redisson;
+import org.redisson.RedissonRedLock;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RLock;
@@ -43,6 +44,9 @@ public final class Agent {
     private static final Object OUT_LOCK = new Object();
     private static Writer out;
     private static RedissonClient client;
+    /** Clients of further, independent servers (RedLock), by URL. */
+    private static final Map<String, RedissonClient> OTHERS = new ConcurrentHashMap<>();
+    private static long watchdog;
     private static final Map<String, ExecutorService> THREADS = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
@@ -57,6 +61,7 @@ public final class Agent {
         }
         String url = args[0];
         long watchdogMs = args.length > 1 ? Long.parseLong(args[1]) : 30000L;
+        watchdog = watchdogMs;
 
         Config config = new Config();
         config.setLockWatchdogTimeout(watchdogMs);
@@ -223,6 +228,9 @@ public final class Agent {
         if (op.startsWith("multi")) {
             return runMulti(op, cmd);
         }
+        if (op.startsWith("red")) {
+            return runRed(op, cmd);
+        }
         RLock lock = lockOf(cmd);
         switch (op) {
             case "lock":
@@ -315,6 +323,44 @@ public final class Agent {
         }
     }
 
+    /** RedissonRedLock over the RLock "lock" of each independent server in "urls". */
+    @SuppressWarnings({"unchecked", "deprecation"})
+    private static Object runRed(String op, Map<String, Object> cmd) throws Exception {
+        List<Object> urls = (List<Object>) cmd.get("urls");
+        String name = String.valueOf(cmd.get("lock"));
+        RLock[] locks = urls.stream().map(u -> other(String.valueOf(u)).getLock(name)).toArray(RLock[]::new);
+        RLock red = new RedissonRedLock(locks);
+        switch (op) {
+            case "redTryLock":
+                if (cmd.get("leaseMs") != null) {
+                    return red.tryLock(num(cmd, "waitMs"), num(cmd, "leaseMs"), TimeUnit.MILLISECONDS);
+                }
+                return red.tryLock(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+            case "redUnlock":
+                red.unlock();
+                return NO_RESULT;
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** A client of the single server at url, made on first use. */
+    private static RedissonClient other(String url) {
+        return OTHERS.computeIfAbsent(url, u -> {
+            Config config = new Config();
+            config.setLockWatchdogTimeout(watchdog);
+            config.setThreads(2);
+            config.setNettyThreads(2);
+            config.useSingleServer()
+                    .setAddress(u)
+                    .setConnectionMinimumIdleSize(1)
+                    .setConnectionPoolSize(4)
+                    .setSubscriptionConnectionMinimumIdleSize(1)
+                    .setSubscriptionConnectionPoolSize(2);
+            return Redisson.create(config);
+        });
+    }
+
     private static Map<String, Object> reply(Object id) {
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("id", id);
@@ -376,6 +422,9 @@ public final class Agent {
         Thread t = new Thread(() -> {
             try {
                 client.shutdown(0, 2, TimeUnit.SECONDS);
+                for (RedissonClient other : OTHERS.values()) {
+                    other.shutdown(0, 2, TimeUnit.SECONDS);
+                }
             } catch (Throwable ignored) {
                 // exiting anyway
             }

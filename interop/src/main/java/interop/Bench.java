@@ -64,7 +64,9 @@ import org.redisson.config.Config;
  *
  * <p>A redis-url of the form {@code cluster:URL,URL,...} (every master of a cluster) runs Redisson in
  * cluster mode with its defaults; server counters for P3 are then read at the first URL, which the
- * orchestrator makes the master of P3's key, and FLUSHALL goes to every URL.
+ * orchestrator makes the master of P3's key, and FLUSHALL goes to every URL. A redis-url of the
+ * form {@code sentinel:MASTER_NAME@URL,URL,...} (the sentinels) runs Redisson in sentinel mode with
+ * its defaults; counters and FLUSHALL then go to the master the sentinels name.
  */
 public final class Bench {
     private static PrintStream out;
@@ -120,6 +122,9 @@ public final class Bench {
         config.setLockWatchdogTimeout(watchdogMs);
         if (url.startsWith(CLUSTER)) {
             config.useClusterServers().addNodeAddress(nodes(url));
+        } else if (url.startsWith(SENTINEL)) {
+            String[] nameAndUrls = url.substring(SENTINEL.length()).split("@", 2);
+            config.useSentinelServers().setMasterName(nameAndUrls[0]).addSentinelAddress(nameAndUrls[1].split(","));
         } else {
             config.useSingleServer().setAddress(url);
         }
@@ -127,10 +132,33 @@ public final class Bench {
     }
 
     private static final String CLUSTER = "cluster:";
+    private static final String SENTINEL = "sentinel:";
 
-    /** The server URLs of a redis-url: one, or a cluster's masters. */
+    /** The server URLs of a redis-url: one, a cluster's masters, or the master the sentinels name. */
     private static String[] nodes(String url) {
-        return url.startsWith(CLUSTER) ? url.substring(CLUSTER.length()).split(",") : new String[] {url};
+        if (url.startsWith(CLUSTER)) {
+            return url.substring(CLUSTER.length()).split(",");
+        }
+        if (url.startsWith(SENTINEL)) {
+            return new String[] {sentinelMaster(url)};
+        }
+        return new String[] {url};
+    }
+
+    private static String sentinelMaster;
+
+    /** The master's URL, asked of the first sentinel once (the bench fails nothing over). */
+    private static synchronized String sentinelMaster(String url) {
+        if (sentinelMaster == null) {
+            String[] nameAndUrls = url.substring(SENTINEL.length()).split("@", 2);
+            try (Resp sentinel = new Resp(nameAndUrls[1].split(",")[0])) {
+                List<?> addr = (List<?>) sentinel.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", nameAndUrls[0]);
+                sentinelMaster = "redis://" + addr.get(0) + ":" + addr.get(1);
+            } catch (IOException e) {
+                throw new IllegalStateException("no master from the sentinels", e);
+            }
+        }
+        return sentinelMaster;
     }
 
     /** Where P3's counters are read: the server, or the master of P3's key (listed first). */
@@ -685,6 +713,17 @@ public final class Bench {
                     throw new IOException(l.substring(1));
                 case ':':
                     return Long.parseLong(l.substring(1));
+                case '*': {
+                    int len = Integer.parseInt(l.substring(1));
+                    if (len < 0) {
+                        return null;
+                    }
+                    List<Object> items = new ArrayList<>(len);
+                    for (int i = 0; i < len; i++) {
+                        items.add(read());
+                    }
+                    return items;
+                }
                 case '$': {
                     int len = Integer.parseInt(l.substring(1));
                     if (len < 0) {

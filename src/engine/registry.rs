@@ -7,7 +7,7 @@
 //! Redis, so no renewal outlives its hold, and an entry present here means its owner has not
 //! yet sent the unlock that frees the lock.
 //!
-//! An entry is a [`Node`], one allocation shared by the registry and the entry's guards (their
+//! An entry is a [`Entry`], one allocation shared by the registry and the entry's guards (their
 //! [`Ticket`]): a guard carries 8 bytes of it, and surrendering a hold or confirming 100k
 //! renewals needs no lookup. The registry finds nodes by key in a set keyed by the node's own
 //! key (8 bytes a lock), holding the first owner of each key; further owners of a key (rare: a
@@ -16,7 +16,7 @@
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,10 +24,15 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::observe::{About, Gauges, Observe};
 use crate::owner::Owner;
 use crate::raw::Kind;
 
+mod entry;
 mod signal;
+
+use entry::{name_offset, stamp_ms, WARNED};
+pub(crate) use entry::{Entry, Ticket};
 
 pub use signal::LostReason;
 pub(crate) use signal::LostSignal;
@@ -55,62 +60,6 @@ impl Lease {
     }
 }
 
-/// One held lock: its kind, key and owner, how it is held, and its lost signal.
-#[derive(Debug)]
-pub(crate) struct Node {
-    /// The kind holding it: what renews and releases it.
-    pub(crate) raw: &'static Kind,
-    pub(crate) key: Arc<str>,
-    pub(crate) owner: Owner,
-    // Written only under the registry lock; atomics so that guards can share the node.
-    watchdog_holds: AtomicU32,
-    lease_holds: AtomicU32,
-    /// When the last fixed lease runs out (only consulted without watchdog holds).
-    lease_deadline: AtomicStamp,
-    /// When the TTL was last set to a full watchdog lease (request send time).
-    last_confirmed: AtomicStamp,
-    /// In the registry (taken out once, never put back: a new hold makes a new node).
-    registered: AtomicBool,
-    pub(crate) lost: LostSignal,
-}
-
-/// A guard's claim on its entry: the entry itself.
-pub(crate) type Ticket = Arc<Node>;
-
-impl Node {
-    fn watchdog(&self) -> u32 {
-        self.watchdog_holds.load(Relaxed)
-    }
-
-    fn holds(&self) -> u32 {
-        self.watchdog() + self.lease_holds.load(Relaxed)
-    }
-
-    fn is_registered(&self) -> bool {
-        self.registered.load(Relaxed)
-    }
-
-    /// Sets the lease clock from what is known now: a watchdog hold lives a lease past its
-    /// last confirmed renewal, a fixed lease until its deadline (the later of the two counts
-    /// when both kinds are held).
-    fn update_clock(&self, watchdog_lease: Duration) {
-        let renewed = (self.watchdog() > 0)
-            .then(|| self.last_confirmed.get())
-            .flatten()
-            .map(|at| at + watchdog_lease);
-        let fixed = self
-            .lease_deadline
-            .get()
-            .filter(|_| self.lease_holds.load(Relaxed) > 0);
-        match (renewed, fixed) {
-            (Some(r), Some(f)) if f > r => self.lost.set_clock(f, LostReason::LeaseExpired),
-            (Some(r), _) => self.lost.set_clock(r, LostReason::Unconfirmed),
-            (None, Some(f)) => self.lost.set_clock(f, LostReason::LeaseExpired),
-            (None, None) => {}
-        }
-    }
-}
-
 /// What became of a hold when its guard gave it up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Surrender {
@@ -128,6 +77,7 @@ pub(crate) enum Surrender {
 pub(crate) struct LostHold {
     pub(crate) raw: &'static Kind,
     pub(crate) key: Arc<str>,
+    pub(crate) name: Arc<str>,
     pub(crate) field: Arc<str>,
     /// How many holds the owner had (Redis counts them in the field).
     pub(crate) holds: u32,
@@ -145,10 +95,10 @@ impl LostHold {
 }
 
 /// A node just taken out, with its hold count then and why.
-type Taken = (Arc<Node>, u32, LostReason);
+type Taken = (Arc<Entry>, u32, LostReason);
 
 /// A node in the set of first owners, found by its key.
-struct ByKey(Arc<Node>);
+struct ByKey(Arc<Entry>);
 
 impl Hash for ByKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -177,7 +127,7 @@ struct Table {
     /// The first owner of each key.
     first: HashSet<ByKey>,
     /// Further owners of keys in `first`.
-    more: Vec<Arc<Node>>,
+    more: Vec<Arc<Entry>>,
     /// Nodes with watchdog holds (kept as they change, so counting them scans nothing).
     renewed: usize,
 }
@@ -188,12 +138,12 @@ impl Table {
     }
 
     /// The nodes of `key`, one per owner of this client holding it.
-    fn of_key<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Arc<Node>> + 'a {
+    fn of_key<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Arc<Entry>> + 'a {
         let more = self.more.iter().filter(move |n| *n.key == *key);
         self.first.get(key).map(|b| &b.0).into_iter().chain(more)
     }
 
-    fn insert(&mut self, node: Arc<Node>) {
+    fn insert(&mut self, node: Arc<Entry>) {
         node.registered.store(true, Relaxed);
         if self.first.contains(&*node.key) {
             self.more.push(node);
@@ -203,7 +153,7 @@ impl Table {
     }
 
     /// Takes `node` out, if it is still in.
-    fn remove(&mut self, node: &Arc<Node>) -> bool {
+    fn remove(&mut self, node: &Arc<Entry>) -> bool {
         if !node.registered.swap(false, Relaxed) {
             return false;
         }
@@ -228,13 +178,13 @@ impl Table {
         true
     }
 
-    fn nodes(&self) -> impl Iterator<Item = &Arc<Node>> {
+    fn nodes(&self) -> impl Iterator<Item = &Arc<Entry>> {
         self.first.iter().map(|b| &b.0).chain(&self.more)
     }
 }
 
 /// The registry of held locks.
-pub(crate) struct Holds {
+pub(crate) struct Registry {
     table: Mutex<Table>,
     /// To name owners in what it reports (`<client_id>:<owner>`).
     client_id: Arc<str>,
@@ -242,25 +192,47 @@ pub(crate) struct Holds {
     watchdog_lease: Duration,
     /// Signalled when a lease deadline may have moved earlier.
     pub(crate) changed: Notify,
+    /// Where the engine reports what happens to locks (the registry first of all).
+    pub(crate) observe: Observe,
+    /// What this client last added to the gauges.
+    pub(crate) gauges: Gauges,
 }
 
 #[cfg(test)]
-impl Default for Holds {
+impl Default for Registry {
     /// The registry of client `u` (its owner 1 is field `u:1`), with a 30 s watchdog.
     fn default() -> Self {
-        Holds::new(Duration::from_secs(30), "u")
+        Registry::new(Duration::from_secs(30), "u")
     }
 }
 
-impl Holds {
+impl Registry {
     pub(crate) fn new(watchdog_lease: Duration, client_id: &str) -> Self {
         // Before any acquire is sent: a stamp cannot be earlier than the base.
         clock_base();
-        Holds {
+        Registry {
             table: Mutex::default(),
             client_id: client_id.into(),
             watchdog_lease,
             changed: Notify::new(),
+            observe: Observe::default(),
+            gauges: Gauges::default(),
+        }
+    }
+
+    /// With what the engine reports set by `observe`.
+    pub(crate) fn observed(mut self, observe: Observe) -> Self {
+        self.observe = observe;
+        self
+    }
+
+    /// What events about `entry` carry.
+    pub(crate) fn about<'a>(&'a self, entry: &'a Entry) -> About<'a> {
+        About {
+            client_id: &self.client_id,
+            lock: entry.name(),
+            key: &entry.key,
+            kind: entry.raw.name(),
         }
     }
 
@@ -275,6 +247,7 @@ impl Holds {
         &self,
         raw: &'static Kind,
         key: &Arc<str>,
+        name: &Arc<str>,
         owner: Owner,
         lease: Lease,
         sent_at: Instant,
@@ -285,15 +258,18 @@ impl Holds {
             .find(|n| n.owner == owner && n.raw == raw)
             .cloned();
         let node = found.unwrap_or_else(|| {
-            let node = Arc::new(Node {
+            let node = Arc::new(Entry {
                 raw,
                 key: key.clone(),
+                name_at: name_offset(key, name),
                 owner,
                 watchdog_holds: AtomicU32::new(0),
                 lease_holds: AtomicU32::new(0),
                 lease_deadline: AtomicStamp::default(),
                 last_confirmed: AtomicStamp::new(sent_at),
+                since_ms: stamp_ms(sent_at),
                 registered: AtomicBool::new(false),
+                flags: AtomicU8::new(0),
                 lost: LostSignal::default(),
             });
             table.insert(node.clone());
@@ -421,7 +397,25 @@ impl Holds {
     }
 
     /// Every entry with watchdog holds, as it stands.
-    pub(crate) fn renewal_snapshot(&self) -> Vec<Arc<Node>> {
+    /// Reports each entry held longer than `limit` and not reported yet (one pass over the
+    /// registry, from the watchdog's cycle: no timer per lock). Returns how many.
+    pub(crate) fn warn_long_holds(&self, limit: Duration) -> usize {
+        let long: Vec<Arc<Entry>> = {
+            let table = self.table.lock();
+            (table.nodes())
+                .filter(|n| n.flags.load(Relaxed) & WARNED == 0 && n.held_for() > limit)
+                .cloned()
+                .collect()
+        };
+        for entry in &long {
+            entry.flags.fetch_or(WARNED, Relaxed);
+            let owner = entry.owner.field(&self.client_id);
+            (self.observe).held_too_long(self.about(entry), &owner, entry.held_for(), limit);
+        }
+        long.len()
+    }
+
+    pub(crate) fn renewal_snapshot(&self) -> Vec<Arc<Entry>> {
         let table = self.table.lock();
         let mut snapshot = Vec::with_capacity(table.renewed);
         // (A hold its guard found lost by the clock is never renewed again.)
@@ -438,7 +432,7 @@ impl Holds {
     /// the others. One lock for the batch. Returns the holds lost.
     pub(crate) fn apply_renewals(
         &self,
-        batch: &[Arc<Node>],
+        batch: &[Arc<Entry>],
         renewed: Vec<bool>,
         sent_at: Instant,
     ) -> Vec<LostHold> {
@@ -465,7 +459,7 @@ impl Holds {
     /// holds lost.
     pub(crate) fn expire_unconfirmed(
         &self,
-        batch: &[Arc<Node>],
+        batch: &[Arc<Entry>],
         lease: Duration,
         now: Instant,
     ) -> Vec<LostHold> {
@@ -500,7 +494,7 @@ impl Holds {
     /// Loses every lease-only entry whose lease has run out. Returns the holds lost.
     pub(crate) fn expire_leases(&self, now: Instant) -> Vec<LostHold> {
         let mut table = self.table.lock();
-        let expired: Vec<Arc<Node>> = table
+        let expired: Vec<Arc<Entry>> = table
             .nodes()
             .filter(|n| n.watchdog() == 0 && n.lease_deadline.get().is_some_and(|d| d <= now))
             .cloned()
@@ -522,14 +516,17 @@ impl Holds {
         taken
             .into_iter()
             .map(|(node, holds, reason)| {
-                node.lost.fire(reason);
+                // (Reported before the holder is told: what it then reads is counted.)
                 let field: Arc<str> = node.owner.field(&self.client_id).into();
                 if reason != LostReason::Shutdown {
-                    tracing::warn!(key = %node.key, owner = %field, %reason, "lock lost");
+                    let why = reason.to_string();
+                    (self.observe).lost(self.about(&node), &field, reason.label(), &why);
                 }
+                node.lost.fire(reason);
                 LostHold {
                     raw: node.raw,
                     key: node.key.clone(),
+                    name: node.name_arc(),
                     field,
                     holds,
                     reason,

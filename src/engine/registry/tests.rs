@@ -7,13 +7,13 @@ fn owner(field: &str) -> Owner {
     Owner::from_id(field.strip_prefix("u:").unwrap().parse().unwrap())
 }
 
-fn register(holds: &Holds, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
-    holds.register(&RLOCK, &key.into(), owner(field), lease, at)
+fn register(holds: &Registry, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
+    holds.register(&RLOCK, &key.into(), &key.into(), owner(field), lease, at)
 }
 
 #[test]
 fn reentrant_holds_share_one_entry_and_signal() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let now = Instant::now();
     let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
     let b = register(&holds, "k", "u:1", Lease::Watchdog, now);
@@ -33,7 +33,7 @@ fn reentrant_holds_share_one_entry_and_signal() {
 
 #[test]
 fn a_lost_entry_is_not_confused_with_a_later_one() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let now = Instant::now();
     let old = register(&holds, "k", "u:1", Lease::Watchdog, now);
     holds.lose(&old, LostReason::Gone);
@@ -52,7 +52,7 @@ fn a_lost_entry_is_not_confused_with_a_later_one() {
 
 #[test]
 fn owners_of_one_key_chain_and_unlink_in_any_order() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let now = Instant::now();
     let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
     let b = register(&holds, "k", "u:2", Lease::Watchdog, now);
@@ -88,7 +88,7 @@ fn owners_of_one_key_chain_and_unlink_in_any_order() {
 
 #[test]
 fn unconfirmed_for_a_whole_lease_is_lost() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let t0 = Instant::now();
     let t = register(&holds, "k", "u:1", Lease::Watchdog, t0);
     let batch = holds.renewal_snapshot();
@@ -109,7 +109,7 @@ fn unconfirmed_for_a_whole_lease_is_lost() {
 
 #[test]
 fn the_renewed_count_follows_watchdog_holds_without_a_scan() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let now = Instant::now();
     let w = register(&holds, "k", "u:1", Lease::Watchdog, now);
     let f = register(
@@ -136,7 +136,7 @@ fn the_renewed_count_follows_watchdog_holds_without_a_scan() {
 
 #[test]
 fn fixed_leases_expire_and_are_never_renewed() {
-    let holds = Holds::default();
+    let holds = Registry::default();
     let t0 = Instant::now();
     let t = register(&holds, "k", "u:1", Lease::Fixed(Duration::from_secs(5)), t0);
     assert_eq!(holds.renewed_len(), 0);
@@ -152,7 +152,7 @@ fn fixed_leases_expire_and_are_never_renewed() {
 
 #[test]
 fn the_lease_clock_loses_a_hold_a_lease_after_its_last_confirmation() {
-    let holds = Holds::new(Duration::from_secs(30), "u");
+    let holds = Registry::new(Duration::from_secs(30), "u");
     let t0 = Instant::now();
     let watchdog = register(&holds, "k", "u:1", Lease::Watchdog, t0);
     assert!(!watchdog.lost.check_clock(t0 + Duration::from_secs(29)));
@@ -207,5 +207,5 @@ fn a_guard_keeps_24_bytes_and_an_entry_one_allocation_of_at_most_128() {
     assert_eq!(std::mem::size_of::<crate::engine::hold::Hold>(), 24);
     assert_eq!(std::mem::size_of::<Option<crate::engine::hold::Hold>>(), 24);
     // The Arc's two counts come on top; glibc serves 120 bytes from a 128-byte chunk.
-    assert!(std::mem::size_of::<Node>() + 16 <= 120);
+    assert!(std::mem::size_of::<Entry>() + 16 <= 120);
 }

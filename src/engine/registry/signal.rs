@@ -31,6 +31,22 @@ pub enum LostReason {
     Shutdown,
 }
 
+impl LostReason {
+    /// A short name for metrics and logs: `gone`, `unconfirmed`, `lease_expired`, `shutdown`.
+    ///
+    /// ```
+    /// assert_eq!(redisson_lock::LostReason::Gone.label(), "gone");
+    /// ```
+    pub fn label(&self) -> &'static str {
+        match self {
+            LostReason::Gone => "gone",
+            LostReason::Unconfirmed => "unconfirmed",
+            LostReason::LeaseExpired => "lease_expired",
+            LostReason::Shutdown => "shutdown",
+        }
+    }
+}
+
 impl std::fmt::Display for LostReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -1,0 +1,79 @@
+//! Loss told at once (`Config::with_prompt_loss_detection`): a holder listens on its lock's
+//! channel, and a forced unlock by anyone is noticed within a round trip instead of at the
+//! next renewal.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redisson_lock::{LostReason, Owner};
+use support::{eventually, RedisServer};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_unlock_is_told_to_the_holder_at_once() {
+    let server = RedisServer::start();
+    // (A 30 s watchdog: the next renewal is 10 s away.)
+    let holder = server
+        .client_with(|c| c.with_prompt_loss_detection(true))
+        .await;
+    let other = server.client().await;
+    let guard = holder.lock("told").lock().await.unwrap();
+    let channel = support::channel("told");
+    server.until_subscribers(&channel, 1).await;
+
+    let forced = Instant::now();
+    assert!(other.lock("told").force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("told well before the next renewal");
+    let window = forced.elapsed();
+    eprintln!("forced unlock to lost signal: {window:?}");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    assert!(window < Duration::from_millis(500), "{window:?}");
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_it_the_holder_learns_at_the_next_renewal() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(30)))
+        .await;
+    let other = server.client().await;
+    let guard = holder.lock("untold").lock().await.unwrap();
+    assert!(other.lock("untold").force_unlock().await.unwrap());
+    let told = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await;
+    assert!(
+        told.is_err(),
+        "not told before the next renewal (10 s away)"
+    );
+    assert_eq!(
+        server.subscribers(&support::channel("untold")),
+        0,
+        "no listener"
+    );
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+/// A hold given up normally ends its watch: the channel's subscription goes (after the hub's
+/// linger), and a reentrant hold is watched once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_hold_stops_listening() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.with_prompt_loss_detection(true))
+        .await;
+    let lock = holder.lock("watched").with_owner(Owner::new());
+    let first = lock.lock().await.unwrap();
+    let again = lock.lock().await.unwrap();
+    let channel = support::channel("watched");
+    server.until_subscribers(&channel, 1).await;
+    again.unlock().await.unwrap();
+    assert!(!first.is_lost(), "a partial release is no loss");
+    first.unlock().await.unwrap();
+    let gone = eventually(Duration::from_secs(5), || server.subscribers(&channel) == 0).await;
+    assert!(gone, "unsubscribed once the lock was released");
+    holder.shutdown().await;
+}
