@@ -33,14 +33,6 @@ pub struct LockClient {
     engine: Arc<Engine>,
 }
 
-#[cfg(test)]
-impl LockClient {
-    /// The engine, for unit tests that drive it with kinds of their own.
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-}
-
 impl std::fmt::Debug for LockClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockClient")
@@ -121,6 +113,89 @@ impl LockClient {
     /// ```
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self.lock(name))
+    }
+
+    /// A handle on the fair lock named `name` (Redisson's `getFairLock(name)`): waiters are
+    /// served in the order they came, across clients and languages. Sends nothing until used.
+    ///
+    /// The lock is RLock's hash; waiting calls queue their owner in `redisson_lock_queue:{name}`
+    /// with the time its place ends in `redisson_lock_timeout:{name}` (the call's wait, or
+    /// [`Config::with_fair_lock_wait_timeout`](crate::Config::with_fair_lock_wait_timeout) for
+    /// calls that wait without end), and each waiter is woken on a channel of its own when it
+    /// reaches the head. A single attempt ([`Lock::try_lock`]) never queues and takes the lock
+    /// only when nobody waits. A waiter that gives up (its wait ran out, its future was
+    /// dropped, an error) leaves the queue at once. No local hand-off: a waiter of this client
+    /// waits its turn like any other.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let jobs = client.fair_lock("jobs:serial");
+    /// let guard = jobs.lock().await?; // after every waiter that came first
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
+        self.lock(name).of_kind(&crate::raw::fair::FAIR)
+    }
+
+    /// A handle on the non-reentrant fair lock named `name` (Redisson 4.4+'s
+    /// `getNonReentrantFairLock(name)`): a [fair lock](LockClient::fair_lock) whose holder's
+    /// second acquire fails with [`Error::NonReentrant`](crate::Error::NonReentrant), changing
+    /// nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let lock = client.non_reentrant_fair_lock("once");
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.try_lock().await.unwrap_err().is_non_reentrant());
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> Lock {
+        self.lock(name)
+            .of_kind(&crate::raw::fair::NON_REENTRANT_FAIR)
+    }
+
+    /// A handle on the non-reentrant lock named `name` (Redisson 4.4+'s
+    /// `getNonReentrantLock(name)`): RLock's layout, but the holder's second acquire fails
+    /// with [`Error::NonReentrant`](crate::Error::NonReentrant), changing nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let lock = client.non_reentrant_lock("once");
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.try_lock().await.unwrap_err().is_non_reentrant());
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> Lock {
+        self.lock(name).of_kind(&crate::raw::rlock::NON_REENTRANT)
+    }
+
+    /// A handle on the spin lock named `name` (Redisson's `getSpinLock(name)`): RLock's layout
+    /// without pub/sub. Its waiters poll with Redisson's default back-off (1 ms doubling to
+    /// 128 ms, with jitter) and subscribe to nothing; its unlock publishes nothing (an RLock
+    /// waiter on the same key notices a spin release only by its timer, as in Redisson).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let guard = client.spin_lock("cache:refill").lock().await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn spin_lock(&self, name: impl Into<String>) -> Lock {
+        self.lock(name).of_kind(&crate::raw::spin::SPIN)
+    }
+
+    /// A [spin lock](LockClient::spin_lock) whose waiters pause by `backoff` (Redisson's
+    /// `getSpinLock(name, backOff)`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_lock::BackOff;
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let lock = client.spin_lock_with_backoff("cache:refill", BackOff::constant(Duration::from_millis(20)));
+    /// let guard = lock.lock().await?;
+    /// # drop(guard); Ok(()) }
+    /// ```
+    pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: crate::BackOff) -> Lock {
+        self.spin_lock(name).with_backoff(backoff)
     }
 
     /// This client's UUID: the `<client-uuid>` part of every owner field it writes.

@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 
 /// The longest lease accepted: 100 years. Redis refuses an expiry past the end of its clock
 /// with an error *after* the script's earlier writes, so the bound is checked before sending.
+/// Redisson's `fairLockWaitTimeout`: how long a fair lock's waiter keeps its place in the
+/// queue when its call waits without end, 5 min.
+pub(crate) const DEFAULT_FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
+
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Which command an unlock uses to wake waiters, and so which kind of subscription waiters make.
@@ -91,6 +95,7 @@ pub struct Config {
     replica_sync: Option<Duration>,
     lock_names_in_metrics: bool,
     hold_warning: Option<Duration>,
+    fair_lock_wait_timeout: Duration,
     prompt_loss_detection: bool,
     service_name: Option<String>,
     /// The name the client's connections carry, set by the client at connect.
@@ -236,6 +241,7 @@ impl Config {
             replica_sync: Some(Self::DEFAULT_REPLICA_SYNC_TIMEOUT),
             lock_names_in_metrics: false,
             hold_warning: None,
+            fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
             prompt_loss_detection: false,
             service_name: None,
             conn_name: None,
@@ -247,6 +253,30 @@ impl Config {
     pub fn with_watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
         self
+    }
+
+    /// How long a waiter of a [fair lock](crate::LockClient::fair_lock) whose call waits
+    /// without end keeps its place in the queue (default 5 min, Redisson's
+    /// `fairLockWaitTimeout`). Its place ends this long after the waiter ahead of it may take
+    /// the lock, unless renewed by its next attempt: a waiter that died (kill -9) holds up
+    /// those behind it for at most this long. A call with a bounded wait reserves its own
+    /// wait instead. Must be at least 1 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redisson_lock::Config::from_url("redis://127.0.0.1:6379")?
+    ///     .with_fair_lock_wait_timeout(Duration::from_secs(60));
+    /// assert_eq!(config.fair_lock_wait_timeout(), Duration::from_secs(60));
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn with_fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
+        self
+    }
+
+    /// How long a fair lock's waiter keeps its place ([`Config::with_fair_lock_wait_timeout`]).
+    pub fn fair_lock_wait_timeout(&self) -> Duration {
+        self.fair_lock_wait_timeout
     }
 
     /// Whether a release may pass the lock straight to a waiter of this client (default
@@ -515,6 +545,14 @@ impl Config {
 
     /// Checks the values that Redis or the watchdog could not work with.
     pub(crate) fn validate(&self) -> Result<()> {
+        if self.fair_lock_wait_timeout < Duration::from_millis(1)
+            || self.fair_lock_wait_timeout > MAX_LEASE
+        {
+            return Err(Error::Config(format!(
+                "fair lock wait timeout must be between 1 ms and 100 years, got {:?}",
+                self.fair_lock_wait_timeout
+            )));
+        }
         if self.watchdog_timeout < Duration::from_millis(3) {
             return Err(Error::Config(format!(
                 "watchdog timeout must be at least 3 ms, got {:?}",

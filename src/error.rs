@@ -42,6 +42,14 @@ pub enum Error {
         owner: String,
     },
 
+    /// The holder of a non-reentrant lock tried to acquire it again (Redisson's
+    /// `NON_REENTRANT_REACQUIRE`, its `IllegalMonitorStateException`). Nothing was changed.
+    #[error("lock `{lock}` is non-reentrant and is already held by this owner")]
+    NonReentrant {
+        /// The lock's name.
+        lock: String,
+    },
+
     /// The key exists but is not a lock hash (Redis `WRONGTYPE`). Nothing was changed.
     #[error("key `{lock}` holds a value of another type, not a lock hash")]
     WrongType {
@@ -159,6 +167,16 @@ impl Error {
         matches!(self, Error::NotReplicated { .. })
     }
 
+    /// Whether a non-reentrant lock's holder tried to acquire it again.
+    ///
+    /// ```
+    /// let err = redisson_lock::Error::NonReentrant { lock: "once".into() };
+    /// assert!(err.is_non_reentrant());
+    /// ```
+    pub fn is_non_reentrant(&self) -> bool {
+        matches!(self, Error::NonReentrant { .. })
+    }
+
     /// The key holds something that is not a lock.
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
@@ -224,6 +242,11 @@ impl Error {
     pub(crate) fn from_redis(lock: &str, err: redis::RedisError) -> Self {
         if is_transient(&err) {
             return Error::Connection(err);
+        }
+        if has_code(&err, "NON_REENTRANT_REACQUIRE") {
+            return Error::NonReentrant {
+                lock: lock.to_string(),
+            };
         }
         if has_code(&err, "WRONGTYPE") {
             return Error::WrongType {

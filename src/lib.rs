@@ -48,3 +48,4 @@ pub use kinds::multi::{MultiGuard, MultiLock};
 pub use kinds::read_write::ReadWriteLock;
 pub use kinds::red_lock::{RedGuard, RedLock};
 pub use owner::Owner;
+pub use raw::BackOff;

@@ -116,3 +116,48 @@ async fn read_write_locks_wake_every_reader_at_each_keys_master() {
     writer.shutdown().await;
     readers.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_and_spin_locks_serve_their_waiters_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let (client, other) = (client().await, client().await);
+    for master in 0..3 {
+        // Fair: the queue and deadlines sit at the lock's master, and the holder's unlock wakes
+        // the waiter of the other client on its own channel there.
+        let name = key_on_master("fair", master);
+        let held = client.fair_lock(&name).lock().await.unwrap();
+        let lock = other.fair_lock(&name);
+        let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
+        let queued = support::eventually(std::time::Duration::from_secs(5), || {
+            let len = cluster::get()
+                .master_of(&name)
+                .cmd::<i64>(&["LLEN", &names::queue_key(&name)]);
+            len.unwrap() == 1
+        })
+        .await;
+        assert!(queued, "{name}: queued at its master");
+        held.unlock().await.unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the unlock")
+            .unwrap();
+        got.unlock().await.unwrap();
+
+        // Spin: the waiter polls its way in after the unlock.
+        let name = key_on_master("spin", master);
+        let held = client.spin_lock(&name).lock().await.unwrap();
+        let lock = other.spin_lock(&name);
+        let waiter = tokio::spawn(async move { lock.lock().await.unwrap() });
+        held.unlock().await.unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("the poll finds it free")
+            .unwrap();
+        got.unlock().await.unwrap();
+    }
+    // A name whose queue would hash elsewhere is refused before anything is sent.
+    let err = client.fair_lock("bad{").try_lock().await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    client.shutdown().await;
+    other.shutdown().await;
+}

@@ -13,6 +13,12 @@
 //! - RedLock (`RedissonRedLock`) over three independent servers: a Java RedLock and a Rust
 //!   one exclude each other; either holds with one server down (a majority); a part a
 //!   plain lock holds on one server does not stop either.
+//! - Fair (`RFairLock`): one queue for both sides, served in arrival order (a Rust waiter
+//!   queued between two Java waiters is served between them, and the reverse), each side's
+//!   unlock waking the other's head on its own channel; a waiter of either side that gives up
+//!   leaves the queue and does not delay the one behind it.
+//! - Spin (`RSpinLock`): each excludes the other and takes the lock after the other's
+//!   unlock by polling (no message exists); non-reentrant locks (4.4+) exclude each other.
 //! - Operations: `rlock top --once --json` recognises what Redisson holds (three kinds), its
 //!   holders' fields and its waiters.
 
@@ -44,6 +50,10 @@ support::java::scenarios!(
     a_java_read_unlock_leaves_a_renewed_rust_reader_holding,
     rlock_top_shows_the_locks_redisson_holds_and_waits_on,
     java_and_rust_red_locks_exclude_each_other_on_a_majority,
+    fair_waiters_are_served_in_arrival_order_from_a_java_holder,
+    fair_waiters_are_served_in_arrival_order_from_a_rust_holder,
+    fair_waiters_that_give_up_leave_the_queue_on_both_sides,
+    java_and_rust_spin_and_non_reentrant_locks_exclude_each_other,
 );
 
 /// Fields drop in order: the JVM first, the Redis server last.
@@ -475,4 +485,228 @@ async fn java_and_rust_red_locks_exclude_each_other_on_a_majority(jar: &Path) {
     for client in clients {
         client.shutdown().await;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fair.
+
+fn fair_queue(server: &RedisServer, name: &str) -> Vec<String> {
+    server.cmd(&[
+        "LRANGE",
+        &format!("redisson_lock_queue:{{{name}}}"),
+        "0",
+        "-1",
+    ])
+}
+
+/// Waits until `field` stands last in `name`'s queue.
+async fn until_queued(server: &RedisServer, name: &str, field: &str) {
+    let queued = support::eventually(PROMPT, || {
+        fair_queue(server, name).last().map(String::as_str) == Some(field)
+    })
+    .await;
+    assert!(queued, "{field} queued: {:?}", fair_queue(server, name));
+}
+
+/// One waiter of either side, queued on a fair lock.
+enum FairWaiter {
+    Java(support::java::AsyncAcquire, &'static str),
+    Rust(tokio::task::JoinHandle<redisson_lock::LockGuard>),
+}
+
+impl FairWaiter {
+    /// Whether it got the lock within `timeout`; if so, it unlocks.
+    async fn served_within(self, java: &JavaAgent, name: &str, timeout: Duration) -> Option<Self> {
+        match self {
+            FairWaiter::Java(mut acquire, thread) => match acquire.within(timeout).await {
+                Some(_) => {
+                    java.rw("fair", "unlock", name, thread, json!({}))
+                        .await
+                        .unwrap();
+                    None
+                }
+                None => Some(FairWaiter::Java(acquire, thread)),
+            },
+            FairWaiter::Rust(mut task) => match tokio::time::timeout(timeout, &mut task).await {
+                Ok(guard) => {
+                    guard.unwrap().unlock().await.unwrap();
+                    None
+                }
+                Err(_) => Some(FairWaiter::Rust(task)),
+            },
+        }
+    }
+}
+
+/// Queues `sides` (true: Java) behind the holder, one at a time, then releases the holder and
+/// checks that each is served in turn: the one after stays queued until the one before
+/// unlocks.
+async fn served_in_order(setup: &Setup, name: &str, java_holds: bool, sides: &[bool]) {
+    let (java, rust, server) = (&setup.java, &setup.rust, &setup.server);
+    let rust_holder = if java_holds {
+        java.rw("fair", "lock", name, "holder", json!({}))
+            .await
+            .unwrap();
+        None
+    } else {
+        Some(rust.fair_lock(name).lock().await.unwrap())
+    };
+    let threads = ["j1", "j2", "j3"];
+    let mut waiters = Vec::new();
+    for (i, &is_java) in sides.iter().enumerate() {
+        if is_java {
+            let thread = threads[i];
+            // (Asked first: the thread's commands queue behind its lock().)
+            let field = java.field(thread).await;
+            let acquire = java.lock_async_kind(Some("fair"), name, thread, None).await;
+            until_queued(server, name, &field).await;
+            waiters.push(FairWaiter::Java(acquire, thread));
+        } else {
+            let owner = Owner::new();
+            let lock = rust.fair_lock(name).with_owner(owner);
+            let task = tokio::spawn(async move { lock.lock().await.unwrap() });
+            let field = format!("{}:{}", rust.client_id(), owner.id());
+            until_queued(server, name, &field).await;
+            waiters.push(FairWaiter::Rust(task));
+        }
+    }
+    match rust_holder {
+        None => drop(
+            java.rw("fair", "unlock", name, "holder", json!({}))
+                .await
+                .unwrap(),
+        ),
+        Some(guard) => guard.unlock().await.unwrap(),
+    }
+    let mut waiters = waiters.into_iter().enumerate().peekable();
+    while let Some((i, waiter)) = waiters.next() {
+        // The next one is not served while this one holds.
+        let early = match waiters.peek_mut() {
+            Some((_, FairWaiter::Rust(task))) => task.is_finished(),
+            Some((_, FairWaiter::Java(acquire, _))) => {
+                acquire.within(Duration::from_millis(1)).await.is_some()
+            }
+            None => false,
+        };
+        assert!(!early, "waiter {} served before waiter {i}", i + 1);
+        let left = waiter.served_within(java, name, PROMPT).await;
+        assert!(
+            left.is_none(),
+            "waiter {i} ({}) was not served",
+            if sides[i] { "Java" } else { "Rust" }
+        );
+    }
+    assert!(fair_queue(server, name).is_empty());
+    assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
+}
+
+async fn fair_waiters_are_served_in_arrival_order_from_a_java_holder(jar: &Path) {
+    let setup = setup(jar).await;
+    // Rust, Java, Rust: a Java waiter between two Rust waiters.
+    served_in_order(&setup, "fair-j", true, &[false, true, false]).await;
+    setup.rust.shutdown().await;
+}
+
+async fn fair_waiters_are_served_in_arrival_order_from_a_rust_holder(jar: &Path) {
+    let setup = setup(jar).await;
+    // Java, Rust, Java: a Rust waiter between two Java waiters.
+    served_in_order(&setup, "fair-r", false, &[true, false, true]).await;
+    setup.rust.shutdown().await;
+}
+
+async fn fair_waiters_that_give_up_leave_the_queue_on_both_sides(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    let name = "fair-give-up";
+    let holder = rust.fair_lock(name).lock().await.unwrap();
+    // Java's wait runs out (its acquireFailed), then a Rust wait is cancelled.
+    let tried = java
+        .rw("fair", "tryLock", name, "j1", json!({ "waitMs": 300 }))
+        .await
+        .unwrap();
+    assert_eq!(tried, json!(false));
+    assert!(fair_queue(&server, name).is_empty(), "Java left the queue");
+    let lock = rust.fair_lock(name);
+    let cancelled = tokio::spawn(async move { lock.lock().await });
+    assert!(support::eventually(PROMPT, || fair_queue(&server, name).len() == 1).await);
+    // A Java waiter behind the Rust one that gives up.
+    let field = java.field("j2").await;
+    let mut behind = java.lock_async_kind(Some("fair"), name, "j2", None).await;
+    until_queued(&server, name, &field).await;
+    cancelled.abort();
+    let left = support::eventually(PROMPT, || fair_queue(&server, name).len() == 1).await;
+    assert!(
+        left,
+        "the cancelled Rust waiter left: {:?}",
+        fair_queue(&server, name)
+    );
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    behind.acquired().await;
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the Java waiter took {took:?}"
+    );
+    java.rw("fair", "unlock", name, "j2", json!({}))
+        .await
+        .unwrap();
+    assert!(fair_queue(&server, name).is_empty());
+    rust.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spin and non-reentrant.
+
+async fn java_and_rust_spin_and_non_reentrant_locks_exclude_each_other(jar: &Path) {
+    let Setup {
+        java,
+        rust,
+        server: _server,
+    } = setup(jar).await;
+    let mut kinds = vec![("spin", rust.spin_lock("spin"))];
+    if java.version() != "3.23.4" {
+        kinds.push(("nonReentrant", rust.non_reentrant_lock("nr")));
+        kinds.push(("nonReentrantFair", rust.non_reentrant_fair_lock("nrf")));
+    }
+    for (kind, lock) in kinds {
+        // One owner: its second acquire re-enters (spin) or is refused (non-reentrant).
+        let lock = lock.with_owner(Owner::new());
+        let name = lock.name().to_string();
+        // Java holds: Rust is kept out, then polls (spin) or is woken, after Java's unlock.
+        java.rw(kind, "lock", &name, "t1", json!({})).await.unwrap();
+        assert!(
+            lock.try_lock().await.unwrap().is_none(),
+            "{kind}: Java holds"
+        );
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.lock().await.unwrap() })
+        };
+        java.rw(kind, "unlock", &name, "t1", json!({}))
+            .await
+            .unwrap();
+        let guard = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+        // Rust holds: Java is kept out, then takes it after Rust's unlock.
+        let tried = java
+            .rw(kind, "tryLock", &name, "t2", json!({ "waitMs": 0 }))
+            .await
+            .unwrap();
+        assert_eq!(tried, json!(false), "{kind}: Rust holds");
+        let reentry = lock.try_lock().await;
+        if kind == "spin" {
+            reentry.unwrap().unwrap().unlock().await.unwrap();
+        } else {
+            assert!(reentry.unwrap_err().is_non_reentrant(), "{kind}");
+        }
+        guard.unlock().await.unwrap();
+        let tried = java
+            .rw(kind, "tryLock", &name, "t2", json!({ "waitMs": 5000 }))
+            .await
+            .unwrap();
+        assert_eq!(tried, json!(true), "{kind}: Java after Rust's unlock");
+        java.rw(kind, "unlock", &name, "t2", json!({}))
+            .await
+            .unwrap();
+    }
+    rust.shutdown().await;
 }

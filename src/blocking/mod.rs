@@ -144,6 +144,76 @@ impl LockClient {
         }
     }
 
+    /// A handle on the fair lock named `name` (see [`crate::LockClient::fair_lock`]):
+    /// threads are served in the order they came, across clients and languages.
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.fair_lock("jobs:serial").lock()?;
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
+        self.blocking(self.inner.fair_lock(name))
+    }
+
+    /// A handle on the non-reentrant fair lock named `name` (see
+    /// [`crate::LockClient::non_reentrant_fair_lock`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let lock = client.non_reentrant_fair_lock("once");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.try_lock().unwrap_err().is_non_reentrant());
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: impl Into<String>) -> Lock {
+        self.blocking(self.inner.non_reentrant_fair_lock(name))
+    }
+
+    /// A handle on the non-reentrant lock named `name` (see
+    /// [`crate::LockClient::non_reentrant_lock`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let lock = client.non_reentrant_lock("once");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.try_lock().unwrap_err().is_non_reentrant());
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> Lock {
+        self.blocking(self.inner.non_reentrant_lock(name))
+    }
+
+    /// A handle on the spin lock named `name` (see [`crate::LockClient::spin_lock`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let guard = client.spin_lock("cache:refill").lock()?;
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn spin_lock(&self, name: impl Into<String>) -> Lock {
+        self.blocking(self.inner.spin_lock(name))
+    }
+
+    /// A spin lock whose waiters pause by `backoff` (see
+    /// [`crate::LockClient::spin_lock_with_backoff`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let backoff = redisson_lock::BackOff::constant(Duration::from_millis(20));
+    /// let guard = client.spin_lock_with_backoff("cache:refill", backoff).lock()?;
+    /// guard.unlock()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: crate::BackOff) -> Lock {
+        self.blocking(self.inner.spin_lock_with_backoff(name, backoff))
+    }
+
     /// A handle on the fenced lock named `name` (see [`crate::LockClient::fenced_lock`]).
     ///
     /// ```no_run

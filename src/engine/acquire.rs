@@ -1,9 +1,12 @@
 //! The acquire loop every lock kind shares: one attempt, then (when the call may wait) the
 //! subscription, the attempt once it is confirmed, parking for the unlock message, a local
-//! hand-off or the holder's remaining lease, and the attempts after each wake-up. Every
-//! attempt of one call carries the call's latch ([`AcquireRequest`]); an attempt in flight
-//! when the call is dropped is finished in the background ([`InFlight`]), and a waiter's place
-//! in the hand-off queue is given back when it goes ([`Parked`]).
+//! hand-off or the holder's remaining lease, and the attempts after each wake-up (or, for a
+//! kind without messages, attempts spaced by the lock's back-off). Every attempt of one call
+//! carries the call's latch ([`AcquireRequest`]); an attempt in flight when the call is dropped
+//! is finished in the background ([`InFlight`]); a waiter's place in the hand-off queue is
+//! given back when it goes ([`Parked`]), and its place in a queueing kind's queue in Redis
+//! (the fair lock's) when the call ends without the lock ([`Withdrawal`]), from before its
+//! first attempt, which may already have queued it.
 
 use crate::observe::{About, Acquired};
 use std::future::Future;
@@ -19,11 +22,11 @@ use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
 use crate::engine::registry::{Lease, Ticket};
 use crate::engine::release::{Job, PendingAttempt};
-use crate::engine::request::AcquireRequest;
+use crate::engine::request::{AcquireRequest, Terms};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::raw::{Attempt, Kind, Waiting};
+use crate::raw::{Attempt, Kind, LockOptions, Waiting};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -47,6 +50,8 @@ pub(crate) struct Target<'a> {
     pub(crate) shared: &'a Arc<Engine>,
     pub(crate) name: &'a Arc<str>,
     pub(crate) key: &'a Arc<str>,
+    /// The lock handle's own settings (its back-off, its queue reservation).
+    pub(crate) options: LockOptions,
 }
 
 impl Target<'_> {
@@ -104,15 +109,6 @@ impl Target<'_> {
             return Ok(None);
         }
 
-        let hub = &self.shared.core.hub;
-        let waiting = self.raw.waiting();
-        // No channel for a single attempt (`try_lock`): it never waits.
-        let channel = (wait != Some(Duration::ZERO) && waiting == Waiting::Message)
-            .then(|| self.raw.channel(self.key));
-        // When another waiter of this client keeps the channel subscribed, join it first: one
-        // attempt, made while subscribed, then does what two (before and after) would.
-        let joined = channel.as_deref().and_then(|c| hub.join_live(c));
-        let mut attempted = joined.is_none();
         // Every attempt of this call sends the same latch: it holds at most once.
         let request = AcquireRequest::new(
             self.raw,
@@ -120,21 +116,60 @@ impl Target<'_> {
             self.name.clone(),
             self.key.clone(),
             field.clone(),
-            lease.millis(self.shared.config.watchdog_timeout()),
+            Terms {
+                lease_ms: lease.millis(self.shared.config.watchdog_timeout()),
+                wait,
+                queue_wait: self.options.queue_wait,
+            },
         );
+        // Armed before the first attempt: a queueing kind's first attempt may queue the owner.
+        let mut withdrawal = Withdrawal {
+            lock: self,
+            request: &request,
+            armed: !request.try_once(),
+        };
+        let granted = self
+            .wait_for(&request, owner, field, wait, deadline, lease)
+            .await;
+        match granted {
+            Ok(Some(_)) => withdrawal.armed = false,
+            // Out of the queue before the call returns: the caller (and the waiters behind
+            // it) see no trace of a wait that ended.
+            _ => withdrawal.now().await,
+        }
+        granted
+    }
+
+    /// The attempts of one call, and its waiting between them.
+    async fn wait_for(
+        &self,
+        request: &AcquireRequest,
+        owner: Owner,
+        field: Arc<str>,
+        wait: Option<Duration>,
+        deadline: Option<Instant>,
+        lease: Lease,
+    ) -> Result<Option<Granted>> {
+        let hub = &self.shared.core.hub;
+        let waiting = self.raw.waiting();
+        // No channel for a single attempt (`try_lock`): it never waits.
+        let channel = (wait != Some(Duration::ZERO) && waiting == Waiting::Message)
+            .then(|| self.raw.waiter_channel(self.key, &field));
+        // When another waiter of this client keeps the channel subscribed, join it first: one
+        // attempt, made while subscribed, then does what two (before and after) would.
+        let joined = channel.as_deref().and_then(|c| hub.join_live(c));
+        let mut attempted = joined.is_none();
         let subscription = match (joined, channel) {
             (Some(subscription), _) => subscription,
             (None, channel) => {
                 // First attempt before subscribing: the uncontended path costs one round trip.
-                if let Ok(guard) = self.attempt(&request, owner, lease).await? {
+                if let Ok(guard) = self.attempt(request, owner, lease).await? {
                     return Ok(Some(guard));
                 }
                 match (channel, waiting) {
                     (Some(channel), _) => hub.subscribe(&channel).await,
-                    (None, Waiting::Backoff { initial, max }) if wait != Some(Duration::ZERO) => {
-                        return self
-                            .poll(&request, owner, lease, deadline, initial, max)
-                            .await;
+                    (None, Waiting::Backoff) if wait != Some(Duration::ZERO) => {
+                        return self.poll(request, owner, lease, deadline).await;
                     }
                     (None, _) => return Ok(None),
                 }
@@ -142,11 +177,9 @@ impl Target<'_> {
         };
 
         let handoffs = self.shared.handoffs();
-        let mut parked = Parked {
+        let parked = Parked {
             lock: self,
-            wait,
-            granted: false,
-            request: &request,
+            request,
             place: Place::new(
                 self.raw,
                 field.clone(),
@@ -179,7 +212,6 @@ impl Target<'_> {
                 }
                 Standing::Answered(Outcome::Acquired(ticket, token)) => {
                     request.spend();
-                    parked.granted = true;
                     let hold = self.hold(lease, ticket);
                     return Ok(Some(Granted { hold, token }));
                 }
@@ -212,14 +244,11 @@ impl Target<'_> {
                 }
                 // Retry now that the subscription is live: an unlock published before it was
                 // confirmed would otherwise be missed.
-                None => Some(self.attempt(&request, owner, lease).await),
+                None => Some(self.attempt(request, owner, lease).await),
             };
             let pttl = match reply {
                 None => self.shared.config.watchdog_timeout().as_millis() as i64,
-                Some(Ok(Ok(granted))) => {
-                    parked.granted = true;
-                    return Ok(Some(granted));
-                }
+                Some(Ok(Ok(granted))) => return Ok(Some(granted)),
                 Some(Ok(Err(p))) => {
                     attempted = true;
                     failures = 0;
@@ -262,21 +291,20 @@ impl Target<'_> {
         }
     }
 
-    /// The wait of a kind without messages: attempts spaced by a doubling backoff (with a
-    /// little jitter, so that waiters spread out), until acquired or `deadline`.
+    /// The wait of a kind without messages: attempts spaced by the lock's back-off (which
+    /// grows, with a little jitter so that waiters spread out), until acquired or `deadline`.
     async fn poll(
         &self,
         request: &AcquireRequest,
         owner: Owner,
         lease: Lease,
         deadline: Option<Instant>,
-        initial: Duration,
-        max: Duration,
     ) -> Result<Option<Granted>> {
-        let mut pause = initial;
+        let backoff = self.options.backoff;
+        let mut pause = backoff.initial();
         let mut failures = 0u32;
         loop {
-            let mut sleep = pause + jitter(failures);
+            let mut sleep = pause;
             if let Some(deadline) = deadline {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -286,7 +314,6 @@ impl Target<'_> {
             }
             tokio::time::sleep(sleep).await;
             self.shared.check_open()?;
-            pause = (pause * 2).min(max);
             match self.attempt(request, owner, lease).await {
                 Ok(Ok(granted)) => return Ok(Some(granted)),
                 Ok(Err(_)) => failures += 1,
@@ -296,12 +323,13 @@ impl Target<'_> {
                 }
                 Err(err) => return Err(err),
             }
+            pause = backoff.next(pause, failures);
         }
     }
 
     /// A hold just acquired and registered under `ticket`.
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
-        if self.shared.config.prompt_loss_detection() && self.raw.waiting() == Waiting::Message {
+        if self.shared.config.prompt_loss_detection() && self.raw.loss_channel(self.key).is_some() {
             crate::engine::loss::watch(&self.shared.core, &ticket, &self.shared.client_id);
         }
         Hold::new(self.shared.clone(), ticket, lease)
@@ -390,9 +418,6 @@ impl Target<'_> {
 /// released, like a dropped guard, and a hand-off still in flight settles its own answer.
 struct Parked<'a> {
     lock: &'a Target<'a>,
-    /// The call's wait, and whether it got the lock (a waiter that gave up withdraws).
-    wait: Option<Duration>,
-    granted: bool,
     request: &'a AcquireRequest,
     place: Arc<Place>,
 }
@@ -413,34 +438,65 @@ impl Drop for Parked<'_> {
             Forgotten::InFlight => self.request.hand_over(),
             Forgotten::Unread(Outcome::Withdrawn) | Forgotten::Nothing => {}
         }
-        if self.granted {
+    }
+}
+
+/// A call's place in its kind's queue in Redis (a fair lock queues a waiting attempt's owner
+/// when it cannot take the lock). Dropped armed (the call timed out, failed or was cancelled,
+/// at any point from its first attempt on), it takes the owner out of the queue at once, in
+/// the background, so no dead entry holds up the waiters behind it; the owner's next acquire
+/// waits for that. (An attempt still in flight then is withdrawn again once it answers.)
+struct Withdrawal<'a> {
+    lock: &'a Target<'a>,
+    request: &'a AcquireRequest,
+    /// `false` once the call got the lock (which took it out of the queue) or for a single
+    /// attempt, which never queues.
+    armed: bool,
+}
+
+impl Withdrawal<'_> {
+    /// The kind's withdrawal of this call's owner, if it has one.
+    fn withdraw(&self) -> Option<crate::future::BoxFuture<'static, redis::RedisResult<()>>> {
+        let protocol = &self.lock.shared.core.protocol;
+        let (key, field) = (self.lock.key, self.request.field());
+        (self.lock.raw).withdraw(protocol, key, field, self.request.queue_wait_ms())
+    }
+
+    /// Withdraws now, for a call that ended without the lock while its caller waits. (Armed
+    /// until done: cancelled meanwhile, the drop withdraws in the background, idempotently.)
+    async fn now(&mut self) {
+        if !self.armed {
             return;
         }
-        // A kind that queues its waiters in Redis (fair) takes this one out of the queue; the
-        // owner's next acquire waits for that.
+        if let Some(withdraw) = self.withdraw() {
+            if let Err(err) = withdraw.await {
+                tracing::debug!(lock = %self.lock.name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
+            }
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for Withdrawal<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let lock = self.lock;
         let field = self.request.field();
-        let protocol = &lock.shared.core.protocol;
-        if let Some(withdraw) = lock.raw.withdraw(protocol, lock.key, field, self.wait) {
+        if let Some(withdraw) = self.withdraw() {
             let name = lock.name.clone();
             let hold = (lock.key.clone(), field.clone());
             lock.shared.send_job(Job::Finish(
                 hold,
                 Box::pin(async move {
                     if let Err(err) = withdraw.await {
-                        tracing::debug!(lock = %name, error = %err, "withdrawing a waiter failed; its queue entry ends with its timeout");
+                        tracing::debug!(lock = %name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
                     }
                 }),
             ));
         }
     }
-}
-
-/// Up to `failures` ms of jitter (Redisson's spin-lock backoff adds as much).
-fn jitter(failures: u32) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    Duration::from_millis(u64::from(nanos) % (u64::from(failures) + 1))
 }
 
 /// An acquire script call in flight. Dropped before its reply, it hands the call to the

@@ -105,7 +105,7 @@ impl Core {
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
         // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
         // do not hand off.)
-        if !unlock.frees || !unlock.raw.hands_off() || self.protocol.waits(&unlock.key) {
+        if !unlock.frees || self.protocol.waits(&unlock.key) {
             return None;
         }
         self.handoffs.offer(

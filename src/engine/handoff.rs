@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::engine::registry::{Lease, Registry, Ticket};
 use crate::owner::Owner;
 use crate::raw::Kind;
-use crate::raw::{AcquireArgs, Attempt};
+use crate::raw::{AcquireArgs, Attempt, HandOff};
 
 /// The call's current latch, shared with its hand-off slot (a hand-off must acquire under the
 /// latch the call uses now).
@@ -274,6 +274,7 @@ impl Handoffs {
         raw: &'static Kind,
         subscribed: bool,
     ) -> Option<Offer> {
+        let hand_off = raw.hand_off()?;
         if !self.enabled
             || self.parked.load(Ordering::Relaxed) == 0
             || self.closed.load(Ordering::Acquire)
@@ -296,6 +297,7 @@ impl Handoffs {
             waiter = Some((place, latch));
         }
         Some(Offer {
+            hand_off,
             handoffs: self.clone(),
             key: key.clone(),
             name: name.clone(),
@@ -334,6 +336,8 @@ impl Queues {
 /// (when there is one) and a subscriber count, then [`settle`](Offer::settle) the answers.
 /// Dropped unsettled (the write was never made), it gives the waiter back.
 pub(crate) struct Offer {
+    /// The releasing kind's hand-off (only kinds that have one are offered).
+    hand_off: &'static dyn HandOff,
     handoffs: Arc<Handoffs>,
     key: Arc<str>,
     name: Arc<str>,
@@ -355,6 +359,11 @@ pub(crate) struct Orphan {
 }
 
 impl Offer {
+    /// The releasing kind's hand-off, which sends the unlock with [`Offer::waiter`].
+    pub(crate) fn hand_off(&self) -> &'static dyn HandOff {
+        self.hand_off
+    }
+
     /// The acquire to send for the waiter; `None`: count only.
     pub(crate) fn waiter(&self) -> Option<AcquireArgs<'_>> {
         self.waiter.as_ref().map(|(s, latch)| AcquireArgs {
@@ -362,6 +371,10 @@ impl Offer {
             latch,
             lease_ms: s.lease_ms,
             field: &s.field,
+            // (Kinds that hand off do not queue.)
+            try_once: false,
+            queue_wait_ms: 0,
+            now_ms: 0,
         })
     }
 

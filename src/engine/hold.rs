@@ -107,8 +107,9 @@ impl Hold {
             Surrender::Live { last } => {
                 if last {
                     // (Its loss watcher, if any, ends.)
-                    let channel = self.raw().channel(self.key());
-                    self.shared.core.hub.nudge_watchers(&channel);
+                    if let Some(channel) = self.raw().loss_channel(self.key()) {
+                        self.shared.core.hub.nudge_watchers(&channel);
+                    }
                     let registry = &self.shared.core.registry;
                     let about = registry.about(&self.ticket);
                     (registry.observe).hold_ended(about, self.ticket.held_for());

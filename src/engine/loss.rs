@@ -23,7 +23,9 @@ pub(crate) fn watch(core: &Core, ticket: &Ticket, client_id: &str) {
     }
     let raw = ticket.raw;
     let key = ticket.key.clone();
-    let channel = raw.channel(&key);
+    let Some(channel) = raw.loss_channel(&key) else {
+        return;
+    };
     let field = raw.hash_field(&ticket.owner.field(client_id)).into_owned();
     let (core, entry) = (core.clone(), Arc::downgrade(ticket));
     tokio::spawn(async move {

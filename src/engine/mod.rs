@@ -14,8 +14,6 @@ pub(crate) mod loss;
 pub(crate) mod registry;
 pub(crate) mod release;
 pub(crate) mod request;
-#[cfg(test)]
-mod sketches;
 pub(crate) mod watchdog;
 
 pub(crate) use self::core::{Core, Engine};

@@ -192,8 +192,7 @@ impl Unlock {
         offer: Offer,
         sent_at: Instant,
     ) -> redis::RedisResult<Release> {
-        let sent = self
-            .raw
+        let sent = (offer.hand_off())
             .unlock_handing_off(&ctx.protocol, args, offer.waiter())
             .await;
         let (release, listeners, attempt) = match sent {
@@ -225,6 +224,7 @@ impl Unlock {
                     unlock: undo,
                     latch: orphan.latch,
                     since: sent_at,
+                    queued: None,
                 })
             };
             ctx.send(job);
@@ -238,6 +238,9 @@ pub(crate) struct Unsettled {
     pub(crate) unlock: Unlock,
     pub(crate) latch: Arc<str>,
     pub(crate) since: Instant,
+    /// The place the acquire reserved in its kind's queue, if it may have queued its owner
+    /// (a waiting attempt of a queueing kind): taken out again unless the hold was taken.
+    pub(crate) queued: Option<u64>,
 }
 
 /// An acquire whose caller went away while it was in flight.
@@ -337,11 +340,18 @@ async fn run_job(ctx: Core, job: Job) {
                 tracing::debug!(lock = %unsettled.unlock.name, "releasing a hold acquired by a cancelled call");
                 undo(&ctx, &unsettled).await;
             }
-            // Found held: the latch was not there, so no send of the call took the lock.
-            Ok(Attempt::Held { .. }) => {}
-            Err(_) => resolve(&ctx, unsettled).await,
+            // Found held: the latch was not there, so no send of the call took the lock; it
+            // may have queued its owner, though, after the call's own withdrawal ran.
+            Ok(Attempt::Held { .. }) => withdraw(&ctx, &unsettled).await,
+            Err(_) => {
+                withdraw(&ctx, &unsettled).await;
+                resolve(&ctx, unsettled).await;
+            }
         },
-        Job::Resolve(unsettled) => resolve(&ctx, unsettled).await,
+        Job::Resolve(unsettled) => {
+            withdraw(&ctx, &unsettled).await;
+            resolve(&ctx, unsettled).await;
+        }
         Job::Finish(_, unlock) => unlock.await,
         Job::Flush(done) => {
             let _ = done.send(());
@@ -380,6 +390,23 @@ async fn resolve(ctx: &Core, unsettled: Unsettled) {
                 );
                 return;
             }
+        }
+    }
+}
+
+/// Takes the owner of an acquire whose caller is gone out of its kind's queue, if the acquire
+/// may have queued it (see [`RawLock::withdraw`](crate::raw::RawLock::withdraw)).
+async fn withdraw(ctx: &Core, unsettled: &Unsettled) {
+    let Some(queue_wait_ms) = unsettled.queued else {
+        return;
+    };
+    let unlock = &unsettled.unlock;
+    let protocol = &ctx.protocol;
+    if let Some(withdraw) =
+        (unlock.raw).withdraw(protocol, &unlock.key, &unlock.field, queue_wait_ms)
+    {
+        if let Err(err) = withdraw.await {
+            tracing::debug!(lock = %unlock.name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
         }
     }
 }

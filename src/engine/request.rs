@@ -27,6 +27,18 @@ use crate::names;
 use crate::raw::AcquireArgs;
 use crate::raw::Kind;
 
+/// What one acquire call asks for.
+pub(crate) struct Terms {
+    /// The lease of the hold, in ms.
+    pub(crate) lease_ms: u64,
+    /// The call's wait (`None`: without end; zero: a single attempt).
+    pub(crate) wait: Option<std::time::Duration>,
+    /// The lock's queue reservation for a wait without end ([`LockOptions::queue_wait`]).
+    ///
+    /// [`LockOptions::queue_wait`]: crate::raw::LockOptions
+    pub(crate) queue_wait: std::time::Duration,
+}
+
 /// One acquire call, as Redis sees it.
 pub(crate) struct AcquireRequest {
     raw: &'static Kind,
@@ -35,6 +47,10 @@ pub(crate) struct AcquireRequest {
     key: Arc<str>,
     field: Arc<str>,
     lease_ms: u64,
+    /// A single attempt (`try_lock`): a queueing kind does not queue it.
+    try_once: bool,
+    /// The place its attempts reserve in a queueing kind's queue, in ms.
+    queue_wait_ms: u64,
     latch: LatchCell,
     state: Mutex<State>,
 }
@@ -54,9 +70,16 @@ impl AcquireRequest {
         name: Arc<str>,
         key: Arc<str>,
         field: Arc<str>,
-        lease_ms: u64,
+        terms: Terms,
     ) -> Self {
+        let Terms {
+            lease_ms,
+            wait,
+            queue_wait,
+        } = terms;
         let latch = fresh_latch(&key);
+        // Redisson reserves a bounded call's wait, else its fairLockWaitTimeout.
+        let reserved = wait.filter(|w| !w.is_zero()).unwrap_or(queue_wait);
         AcquireRequest {
             raw,
             shared,
@@ -64,6 +87,8 @@ impl AcquireRequest {
             key,
             field,
             lease_ms,
+            try_once: wait == Some(std::time::Duration::ZERO),
+            queue_wait_ms: u64::try_from(reserved.as_millis()).unwrap_or(u64::MAX),
             latch: Arc::new(Mutex::new(latch)),
             state: Mutex::new(State {
                 unanswered_since: None,
@@ -87,6 +112,16 @@ impl AcquireRequest {
         self.lease_ms
     }
 
+    /// The place its attempts reserve in a queueing kind's queue, in ms.
+    pub(crate) fn queue_wait_ms(&self) -> u64 {
+        self.queue_wait_ms
+    }
+
+    /// Whether the call makes a single attempt.
+    pub(crate) fn try_once(&self) -> bool {
+        self.try_once
+    }
+
     /// The owner field acquiring.
     pub(crate) fn field(&self) -> &Arc<str> {
         &self.field
@@ -99,6 +134,9 @@ impl AcquireRequest {
             latch,
             lease_ms: self.lease_ms,
             field: &self.field,
+            try_once: self.try_once,
+            queue_wait_ms: self.queue_wait_ms,
+            now_ms: crate::raw::now_ms(),
         }
     }
 
@@ -168,6 +206,7 @@ impl AcquireRequest {
             unlock: self.unlock(),
             latch: self.latch(),
             since,
+            queued: (!self.try_once).then_some(self.queue_wait_ms),
         }
     }
 }

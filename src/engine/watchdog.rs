@@ -167,7 +167,7 @@ impl Watchdog {
     /// what the lease clock lost.
     fn after_loss(&self, lost: Vec<LostHold>) {
         for hold in lost {
-            self.core.hub.wake(&hold.raw.channel(&hold.key));
+            self.core.hub.wake_lock(&hold.raw.channel(&hold.key));
             self.core.release_lost(&hold);
         }
     }

@@ -205,7 +205,8 @@ fn parse(name: &str, key: &str, reply: Value) -> Result<LockInfo> {
 
 /// Fills in each lock's waiters: the subscribers of its channel, classic (`NUMSUB`, at every
 /// master on a cluster: a classic subscriber may sit on any node) and sharded
-/// (`SHARDNUMSUB` at `target`, where the server has it). Left `None` where refused.
+/// (`SHARDNUMSUB` at `target`, where the server has it), or a fair lock's queue. Left `None`
+/// where refused.
 async fn count_waiters(conn: &mut Connection, target: &Target, infos: &mut [LockInfo]) {
     let channels: Vec<String> = (infos.iter())
         .map(|info| match info.kind {
@@ -249,6 +250,12 @@ async fn count_waiters(conn: &mut Connection, target: &Target, infos: &mut [Lock
             watching.sort_unstable();
             watching.dedup();
             info.waiters = Some(n.saturating_sub(watching.len() as u64));
+        }
+    }
+    // A fair lock's waiters listen on channels of their own: its queue counts them.
+    for info in infos.iter_mut() {
+        if info.kind == Some(LockKind::Fair) {
+            info.waiters = Some(info.queue.len() as u64);
         }
     }
 }

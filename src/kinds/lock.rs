@@ -15,13 +15,17 @@ use crate::names;
 use crate::observe::{About, Unlocked};
 use crate::owner::Owner;
 use crate::raw::rlock::RLOCK;
-use crate::raw::{KeyKind, Kind};
+use crate::raw::{KeyKind, Kind, LockOptions};
 
-/// A handle on one named reentrant lock, laid out exactly like Redisson's `RLock`.
+/// A handle on one named lock, laid out exactly like Redisson's lock of the kind it was made
+/// for: `RLock` ([`LockClient::lock`](crate::LockClient::lock)), or a fair, spin,
+/// non-reentrant lock or a half of a read-write lock (their constructors on
+/// [`LockClient`](crate::LockClient)).
 ///
-/// Cheap to clone; holds no lock by itself. Acquiring returns a [`LockGuard`]. Registry are
+/// Cheap to clone; holds no lock by itself. Acquiring returns a [`LockGuard`]. Holds are
 /// counted per [`Owner`]: an acquire by an owner that already holds the lock re-enters it
-/// (the count goes up), and the lock is free again when every hold is released.
+/// (the count goes up; a non-reentrant kind refuses it), and the lock is free again when every
+/// hold is released.
 ///
 /// Which method to use:
 /// - [`lock`](Lock::lock): wait as long as it takes; the watchdog keeps the lock while held.
@@ -31,12 +35,17 @@ use crate::raw::{KeyKind, Kind};
 /// - [`try_lock_for`](Lock::try_lock_for) / [`try_lock_for_with_lease`](Lock::try_lock_for_with_lease):
 ///   wait at most the given time.
 ///
-/// Waiting never polls: a waiter subscribes to the lock's channel and is woken by the unlock
-/// message, with a timer on the holder's remaining lease as a fallback. Waiters of one client
-/// share the subscription, and a waiter that finds the lock held by another owner of its own
-/// client waits for that owner's unlock without sending a doomed attempt. That owner's release
-/// hands the lock straight to its oldest waiter, in the same write as the unlock, while no
-/// other client listens on the lock (see [`Config::with_local_handoff`](crate::Config::with_local_handoff)).
+/// How a waiter waits depends on the kind the handle was made for. An RLock's
+/// ([`LockClient::lock`](crate::LockClient::lock)) subscribes to the lock's channel and is
+/// woken by the unlock message, with a timer on the holder's remaining lease as a fallback;
+/// waiters of one client share the subscription, a waiter that finds the lock held by another
+/// owner of its own client waits for that owner's unlock without sending a doomed attempt, and
+/// that owner's release hands the lock straight to the first of them in the same write as the
+/// unlock while no other client listens (see
+/// [`Config::with_local_handoff`](crate::Config::with_local_handoff)). A
+/// [fair lock](crate::LockClient::fair_lock)'s waiters queue in Redis and each is woken on a
+/// channel of its own when it reaches the head, with no hand-off; a
+/// [spin lock](crate::LockClient::spin_lock)'s poll with a back-off and subscribe to nothing.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -70,6 +79,8 @@ pub struct Lock {
     owner: Option<Owner>,
     /// The kind's protocol: `RLOCK`, or another kind's (a `FencedLock` wraps a `Lock`).
     raw: &'static Kind,
+    /// This handle's own settings for its kind.
+    options: LockOptions,
 }
 
 impl std::fmt::Debug for Lock {
@@ -89,18 +100,29 @@ impl Lock {
             "" => name.clone(),
             prefix => format!("{prefix}{name}").into(),
         };
+        let options = LockOptions {
+            queue_wait: shared.config.fair_lock_wait_timeout(),
+            ..LockOptions::default()
+        };
         Lock {
             shared,
             name,
             key,
             owner: None,
             raw: &RLOCK,
+            options,
         }
     }
 
     /// The same lock driven by another kind's protocol (its keys and scripts).
     pub(crate) fn of_kind(mut self, raw: &'static Kind) -> Self {
         self.raw = raw;
+        self
+    }
+
+    /// The same lock whose waiters, if its kind polls, pause by `backoff`.
+    pub(crate) fn with_backoff(mut self, backoff: crate::BackOff) -> Self {
+        self.options.backoff = backoff;
         self
     }
 
@@ -164,6 +186,8 @@ impl Lock {
         let mut derived = self.raw.derived_keys(&self.key);
         derived.extend([
             self.raw.channel(&self.key),
+            self.raw
+                .waiter_channel(&self.key, &format!("{sample_id}:1")),
             names::acquire_latch(&self.key, &sample_id),
             names::unlock_latch(&self.key, &sample_id),
         ]);
@@ -416,6 +440,7 @@ impl Lock {
             shared: &self.shared,
             name: &self.name,
             key: &self.key,
+            options: self.options,
         };
         target.acquire(owner, field, wait, lease).await
     }

@@ -25,6 +25,7 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
         latch,
         lease_ms,
         field,
+        ..
     } = args;
     let token = crate::names::token_key(key);
     let bytes = key.len() + latch.len() + token.len() + field.len() + 40;
@@ -67,9 +68,9 @@ impl super::RawLock for Fenced {
         vec![crate::names::token_key(key)]
     }
 
-    fn hands_off(&self) -> bool {
+    fn hand_off(&self) -> Option<&dyn super::HandOff> {
         // The waiter's fenced acquire rides behind the unlock, so a hand-off issues its token.
-        true
+        Some(self)
     }
 
     fn acquire(
@@ -88,20 +89,6 @@ impl super::RawLock for Fenced {
         RLOCK.unlock(protocol, args)
     }
 
-    fn unlock_handing_off<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-        then_acquire: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
-        Box::pin(rlock::unlock_and_count(
-            &FENCED_ACQUIRE,
-            protocol,
-            args,
-            then_acquire,
-        ))
-    }
-
     fn force_unlock<'a>(
         &'a self,
         protocol: &'a Protocol,
@@ -116,5 +103,21 @@ impl super::RawLock for Fenced {
 
     fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
         RLOCK.renewed(reply, entries)
+    }
+}
+
+impl super::HandOff for Fenced {
+    fn unlock_handing_off<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+        then_acquire: Option<AcquireArgs<'a>>,
+    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
+        Box::pin(rlock::unlock_and_count(
+            &FENCED_ACQUIRE,
+            protocol,
+            args,
+            then_acquire,
+        ))
     }
 }

@@ -3,18 +3,26 @@
 //! `docs/PROTOCOL.md`.
 //!
 //! The engine drives every kind through [`RawLock`] (in the spirit of `lock_api`'s raw traits):
-//! it never names a kind's scripts or channel itself. A new kind (fenced, fair, read-write,
-//! spin) is an implementation here, its `.lua` files, and a thin public type in `kinds/` that
-//! hands its `&'static Kind` to the engine; the acquire loop, renewal and release stay
-//! as they are (`fenced.rs` is such a kind; `sketches.rs` checks the spin and fair kinds' needs).
+//! it never names a kind's scripts or channel itself. A new kind is an implementation here,
+//! its `.lua` files, and a constructor in `client.rs` (plus a thin public type in `kinds/`
+//! when it adds methods, as the fenced lock does) that hands its `&'static Kind` and its
+//! [`LockOptions`] to the engine; the acquire loop, renewal and release stay as they are.
 //! [`protocol`] is what every kind's scripts go through; [`rlock::RLOCK`] is Redisson's
 //! `RLock`, [`fenced::FENCED`] its `RFencedLock`, [`read_write`] the two halves of its
-//! `RReadWriteLock`.
+//! `RReadWriteLock`, [`fair`] its `RFairLock`, [`spin`] its `RSpinLock` (each with its
+//! non-reentrant variant where Redisson has one).
+//!
+//! Capabilities only some kinds have are sub-traits reached through the kind, as `lock_api`
+//! pairs them: [`HandOff`] (a release acquiring for a waiter of the same client in its write).
 
+pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod protocol;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
+pub(crate) mod spin;
+
+pub use spin::BackOff;
 
 use std::borrow::Cow;
 
@@ -22,7 +30,7 @@ use redis::RedisResult;
 
 use crate::future::BoxFuture;
 pub(crate) use protocol::{
-    AcquireArgs, Attempt, Call, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
+    now_ms, AcquireArgs, Attempt, Call, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
 };
 
 /// A lock kind as the engine keeps it: a thin `&'static Kind` is 8 bytes in every guard and
@@ -49,17 +57,33 @@ impl std::ops::Deref for Kind {
 /// How waiters of a kind learn that its lock may be free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Waiting {
-    /// A message on the kind's [channel](RawLock::channel), published by the unlock; the
-    /// holder's remaining lease bounds each sleep in case it is missed.
+    /// A message on the waiter's [channel](RawLock::waiter_channel), published by the unlock;
+    /// the holder's remaining lease bounds each sleep in case it is missed.
     Message,
-    /// No messages (Redisson's spin lock publishes none): attempts spaced by a backoff that
-    /// doubles from `initial` up to `max`. (No kind yet but the spin sketch in
-    /// `raw/sketches.rs`.)
-    #[cfg_attr(not(test), allow(dead_code))]
-    Backoff {
-        initial: std::time::Duration,
-        max: std::time::Duration,
-    },
+    /// No messages (Redisson's spin lock publishes none): attempts spaced by the lock's
+    /// [`BackOff`] ([`LockOptions::backoff`]).
+    Backoff,
+}
+
+/// What one lock handle adds to its kind's protocol: settings given per lock (Redisson's
+/// `getSpinLock(name, backOff)`), or per client and copied into each handle (its
+/// `fairLockWaitTimeout`). The kind stays a static protocol; its calls carry these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LockOptions {
+    /// The pauses between a polling waiter's attempts ([`Waiting::Backoff`] kinds).
+    pub(crate) backoff: BackOff,
+    /// How long a waiter of a queueing kind keeps its place when its call waits without end
+    /// (a bounded call reserves its own wait).
+    pub(crate) queue_wait: std::time::Duration,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            backoff: BackOff::default(),
+            queue_wait: crate::config::DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+        }
+    }
 }
 
 /// One lock kind's protocol, as the engine drives it.
@@ -67,8 +91,22 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// The kind's name in events and metrics (`lock`, `fenced`, `read`, `write`, ...).
     fn name(&self) -> &'static str;
 
-    /// The channel `key`'s unlocks publish on and its waiters listen to.
+    /// The channel `key`'s unlocks publish on (for kinds with a channel per waiter, the base
+    /// that each waiter's channel extends).
     fn channel(&self, key: &str) -> String;
+
+    /// The channel the waiter `field` of `key` listens to: the lock's channel, or one of its
+    /// own (a fair lock's unlock wakes only the head of its queue, on that waiter's channel).
+    fn waiter_channel(&self, key: &str, _field: &str) -> String {
+        self.channel(key)
+    }
+
+    /// The channel where a message tells a holder its lock may be gone (a forced unlock
+    /// publishes there), watched while held when prompt loss detection is on; `None` for
+    /// kinds whose unlocks publish nowhere a holder listens (spin, fair).
+    fn loss_channel(&self, key: &str) -> Option<String> {
+        Some(self.channel(key))
+    }
 
     /// The keys of `key`'s lock other than the lock key, its channel and its latches (a
     /// fenced lock's token counter; later a fair lock's queue): on a cluster every one must
@@ -82,23 +120,27 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         Waiting::Message
     }
 
-    /// Takes a waiter that gave up (its wait ran out, its call was cancelled) out of the
-    /// kind's queue, for kinds that queue waiters in Redis (a fair lock); `None`: nothing to
-    /// do. `wait` is the call's wait (`None`: without end). The future owns what it needs: a
-    /// cancelled waiter's is finished by the background task.
+    /// Takes a waiter that gave up (its wait ran out, its call was cancelled or failed) out of
+    /// the kind's queue, for kinds that queue waiters in Redis (a fair lock); `None`: nothing
+    /// to do. `queue_wait_ms` is the place the call reserved ([`AcquireArgs::queue_wait_ms`]).
+    /// Idempotent: withdrawing a waiter that is not queued changes nothing. The future owns
+    /// what it needs: a cancelled waiter's is finished by the background task.
     fn withdraw(
         &self,
         _protocol: &Protocol,
         _key: &str,
         _field: &str,
-        _wait: Option<std::time::Duration>,
+        _queue_wait_ms: u64,
     ) -> Option<BoxFuture<'static, RedisResult<()>>> {
         None
     }
 
-    /// Whether a release may hand the lock straight to a waiter of the same client (a fair
-    /// lock must never let a local waiter jump its queue).
-    fn hands_off(&self) -> bool;
+    /// The kind's local hand-off, if a release may hand the lock straight to a waiter of the
+    /// same client (a fair lock must never let a local waiter jump its queue, and a spin
+    /// lock's waiters are not parked).
+    fn hand_off(&self) -> Option<&dyn HandOff> {
+        None
+    }
 
     /// Whether several owners may hold the lock at once (a read lock): another owner of this
     /// client holding it is then no reason for a waiter to wait for that owner's unlock.
@@ -144,17 +186,6 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         args: UnlockArgs<'a>,
     ) -> BoxFuture<'a, RedisResult<Release>>;
 
-    /// The unlock in one write with a waiter's acquire and a count of the channel's listeners
-    /// (local hand-off; only asked of kinds that [`hand off`](RawLock::hands_off)).
-    fn unlock_handing_off<'a>(
-        &'a self,
-        _protocol: &'a Protocol,
-        _args: UnlockArgs<'a>,
-        _then_acquire: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
-        unreachable!("a local hand-off is never asked of a kind that does not hand off")
-    }
-
     /// Deletes `key` whoever holds it and tells its waiters. `true` if it existed.
     fn force_unlock<'a>(
         &'a self,
@@ -170,4 +201,16 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// The answer of a [`renew_call`](RawLock::renew_call) of `entries` entries: one bool per
     /// entry, `true` renewed.
     fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>>;
+}
+
+/// A kind whose release may hand the lock to a parked waiter of the same client, in the
+/// unlock's own write ([`RawLock::hand_off`]).
+pub(crate) trait HandOff: Send + Sync {
+    /// The unlock in one write with a waiter's acquire and a count of the channel's listeners.
+    fn unlock_handing_off<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+        then_acquire: Option<AcquireArgs<'a>>,
+    ) -> BoxFuture<'a, RedisResult<Pipelined>>;
 }

@@ -65,13 +65,30 @@ pub(crate) fn resend_deadline(
     first_sent + ttl.mul_f64(0.75)
 }
 
-/// One acquire to send: whose, for how long, under which latch.
+/// One acquire to send: whose, for how long, under which latch, and what the call is
+/// (kinds that queue waiters tell a single attempt from a waiting one).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AcquireArgs<'a> {
     pub(crate) key: &'a str,
     pub(crate) latch: &'a str,
     pub(crate) lease_ms: u64,
     pub(crate) field: &'a str,
+    /// The call makes this one attempt and never waits (`try_lock`): a queueing kind must
+    /// not queue it.
+    pub(crate) try_once: bool,
+    /// How long the call may keep a place in a queue, in ms: its wait when bounded, else the
+    /// lock's [`queue_wait`](super::LockOptions::queue_wait) (Redisson's `threadWaitTime`).
+    pub(crate) queue_wait_ms: u64,
+    /// The client's clock at this attempt, in ms since the Unix epoch (a fair lock's queue
+    /// deadlines are written in clients' clocks, as Redisson does).
+    pub(crate) now_ms: u64,
+}
+
+/// The client's clock in ms since the Unix epoch, as queue deadlines are written.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// What an unlock needs to name one hold's release.

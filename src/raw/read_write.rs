@@ -125,10 +125,6 @@ impl super::RawLock for ReadHalf {
         vec![names::read_timeout_prefix(key, "0:0") + ":1"]
     }
 
-    fn hands_off(&self) -> bool {
-        false
-    }
-
     fn is_shared(&self) -> bool {
         true
     }
@@ -233,10 +229,6 @@ impl super::RawLock for WriteHalf {
 
     fn hash_field<'a>(&self, field: &'a str) -> Cow<'a, str> {
         Cow::Owned(write_field(field))
-    }
-
-    fn hands_off(&self) -> bool {
-        false
     }
 
     fn acquire(

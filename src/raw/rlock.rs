@@ -41,6 +41,20 @@ pub(super) fn nil_or_pttl(reply: Value) -> RedisResult<Attempt> {
     )?))
 }
 
+/// Redisson 4.4+'s non-reentrant lock's acquire: RLock's, refusing the holder's second.
+static NON_REENTRANT_ACQUIRE: AcquireScript = AcquireScript {
+    script: &ACQUIRE,
+    cmd: non_reentrant_cmd,
+    reply: nil_or_pttl,
+};
+
+/// `EVALSHA acquire 2 key latch lease_ms field latch_ttl 0`.
+fn non_reentrant_cmd(args: AcquireArgs<'_>) -> Cmd {
+    let mut cmd = acquire_cmd(args);
+    cmd.arg(0);
+    cmd
+}
+
 /// `EVALSHA acquire 2 key latch lease_ms field latch_ttl`.
 fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
     let AcquireArgs {
@@ -48,6 +62,7 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
         latch,
         lease_ms,
         field,
+        ..
     } = args;
     let mut cmd = ACQUIRE.evalsha(2, 5, key.len() + latch.len() + field.len() + 40);
     cmd.arg(key)
@@ -78,7 +93,7 @@ pub(crate) fn acquire(
 
 /// An acquire's outcome given whether its write was acknowledged: a hold no replica has is
 /// [`Attempt::Unsynced`].
-fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
+pub(super) fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
     Ok(match (attempt, synced) {
         (Attempt::Acquired { .. }, Synced::No { replicas }) => {
             crate::observe::replica_ack_missing("acquire", replicas);
@@ -233,24 +248,43 @@ fn renewed(replies: Vec<i64>, n: usize) -> RedisResult<Vec<bool>> {
     Ok(replies.into_iter().map(|r| r == 1).collect())
 }
 
-/// Redisson's `RLock`: the reentrant, non-fair lock (`docs/PROTOCOL.md` §3–§6).
-#[derive(Debug)]
-pub(crate) struct RLock;
+/// Redisson's `RLock`: the reentrant, non-fair lock (`docs/PROTOCOL.md` §3–§6); and, with
+/// another acquire, its non-reentrant lock (same layout).
+pub(crate) struct RLock {
+    name: &'static str,
+    acquire: &'static AcquireScript,
+}
+
+impl std::fmt::Debug for RLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
 
 /// The `RLock` kind every `Lock` hands the engine.
-pub(crate) static RLOCK: super::Kind = super::Kind(&RLock);
+pub(crate) static RLOCK: super::Kind = super::Kind(&RLock {
+    name: "lock",
+    acquire: &RLOCK_ACQUIRE,
+});
+
+/// Redisson 4.4+'s `getNonReentrantLock`: the holder's second acquire is refused
+/// (`NON_REENTRANT_REACQUIRE`, here [`Error::NonReentrant`](crate::Error::NonReentrant)).
+pub(crate) static NON_REENTRANT: super::Kind = super::Kind(&RLock {
+    name: "non_reentrant",
+    acquire: &NON_REENTRANT_ACQUIRE,
+});
 
 impl super::RawLock for RLock {
     fn name(&self) -> &'static str {
-        "lock"
+        self.name
     }
 
     fn channel(&self, key: &str) -> String {
         crate::names::lock_channel(key)
     }
 
-    fn hands_off(&self) -> bool {
-        true
+    fn hand_off(&self) -> Option<&dyn super::HandOff> {
+        Some(self)
     }
 
     fn acquire(
@@ -258,7 +292,7 @@ impl super::RawLock for RLock {
         protocol: &Protocol,
         args: AcquireArgs<'_>,
     ) -> crate::future::BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(acquire(&RLOCK_ACQUIRE, protocol, args))
+        Box::pin(acquire(self.acquire, protocol, args))
     }
 
     fn unlock<'a>(
@@ -267,20 +301,6 @@ impl super::RawLock for RLock {
         args: UnlockArgs<'a>,
     ) -> crate::future::BoxFuture<'a, RedisResult<Release>> {
         Box::pin(unlock(protocol, args))
-    }
-
-    fn unlock_handing_off<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-        then_acquire: Option<AcquireArgs<'a>>,
-    ) -> crate::future::BoxFuture<'a, RedisResult<Pipelined>> {
-        Box::pin(unlock_and_count(
-            &RLOCK_ACQUIRE,
-            protocol,
-            args,
-            then_acquire,
-        ))
     }
 
     fn force_unlock<'a>(
@@ -297,5 +317,16 @@ impl super::RawLock for RLock {
 
     fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
         renewed(FromRedisValue::from_redis_value(reply)?, entries)
+    }
+}
+
+impl super::HandOff for RLock {
+    fn unlock_handing_off<'a>(
+        &'a self,
+        protocol: &'a Protocol,
+        args: UnlockArgs<'a>,
+        then_acquire: Option<AcquireArgs<'a>>,
+    ) -> crate::future::BoxFuture<'a, RedisResult<Pipelined>> {
+        Box::pin(unlock_and_count(self.acquire, protocol, args, then_acquire))
     }
 }

@@ -1,6 +1,7 @@
-//! Every kind from the shell: `rlock run --kind fenced|read|write` takes Redisson's layout of
-//! that kind (a fenced command gets its token), and `rlock unlock --force` wakes each kind's
-//! waiters with what they listen for.
+//! Every kind from the shell: `rlock run --kind fenced|read|write|fair|spin` takes Redisson's
+//! layout of that kind (a fenced command gets its token, a fair run waits its turn in the
+//! queue), and `rlock unlock --force` wakes each kind's waiters with what they listen for (the
+//! head of a fair lock's queue on its own channel).
 
 use std::time::{Duration, Instant};
 
@@ -94,6 +95,111 @@ async fn a_forced_unlock_wakes_a_read_write_waiter_by_its_message() {
     assert!(at.duration_since(unlocked) < Duration::from_secs(5));
     guard.unlock().await.unwrap();
     assert!(writer.is_lost() || writer.unlock().await.is_err());
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_run_queues_behind_the_holder_and_a_spin_run_excludes_it() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let held = client.fair_lock("kinds-fair").lock().await.unwrap();
+    let url = server.url();
+    // A fair run that waits queues its owner, and leaves the queue when its wait runs out.
+    let waited = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(super::RLOCK);
+            cmd.env("REDIS_URL", &url);
+            cmd.args([
+                "run",
+                "--kind",
+                "fair",
+                "kinds-fair",
+                "--wait",
+                "2s",
+                "--",
+                "true",
+            ]);
+            output(cmd).0.code()
+        })
+    };
+    let queued = super::support::eventually(PROMPT, || {
+        server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{kinds-fair}"]) == 1
+    })
+    .await;
+    assert!(queued, "the fair run queued");
+    assert_eq!(waited.await.unwrap(), Some(73), "its wait ran out");
+    assert_eq!(
+        server.cmd::<i64>(&["EXISTS", "redisson_lock_queue:{kinds-fair}"]),
+        0,
+        "and it left the queue"
+    );
+    held.unlock().await.unwrap();
+    let (fair, spin) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || {
+            (
+                run_kind(&url, "fair", "kinds-fair", "true"),
+                run_kind(&url, "spin", "kinds-spin", "true"),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(fair.0, Some(0));
+    assert_eq!(spin.0, Some(0));
+    let plain = client.lock("kinds-spin").lock().await.unwrap();
+    let spin = tokio::task::spawn_blocking(move || run_kind(&url, "spin", "kinds-spin", "true"))
+        .await
+        .unwrap();
+    assert_eq!(
+        spin.0,
+        Some(73),
+        "a spin run is kept out by an RLock holder"
+    );
+    plain.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_unlock_wakes_the_head_of_a_fair_queue() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter = server.client().await;
+    let held = (holder.fair_lock("kinds-fair-force"))
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let lock = waiter.fair_lock("kinds-fair-force");
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| (g, Instant::now())) });
+    let queued = super::support::eventually(PROMPT, || {
+        server.cmd::<i64>(&["LLEN", "redisson_lock_queue:{kinds-fair-force}"]) == 1
+    })
+    .await;
+    assert!(queued);
+    let mut cmd = rlock(&server);
+    cmd.args(["unlock", "--force", "--yes", "kinds-fair-force"]);
+    let (status, stdout, stderr) = tokio::task::spawn_blocking(move || output(cmd))
+        .await
+        .unwrap();
+    let unlocked = Instant::now();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.contains("the first waiter in the queue was notified"),
+        "{stdout}"
+    );
+    let (guard, at) = tokio::time::timeout(PROMPT, waiting)
+        .await
+        .expect("the head is woken")
+        .unwrap()
+        .unwrap();
+    assert!(
+        at.duration_since(unlocked) < Duration::from_secs(5),
+        "the message, not a timer"
+    );
+    guard.unlock().await.unwrap();
+    assert!(held.is_lost() || held.unlock().await.is_err());
     holder.shutdown().await;
     waiter.shutdown().await;
 }

@@ -385,8 +385,9 @@ impl JavaAgent {
     }
 
     /// An RLock command (`lock`, `tryLock`, `unlock`, `isLocked`, `getHoldCount`,
-    /// `forceUnlock`, with `extra` as for the RLock helpers above) on one half (`"read"` or
-    /// `"write"`) of `getReadWriteLock(lock)`.
+    /// `forceUnlock`, with `extra` as for the RLock helpers above) on another kind of lock:
+    /// one half (`"read"` or `"write"`) of `getReadWriteLock(lock)`, or `"fair"`, `"spin"`,
+    /// `"nonReentrant"`, `"nonReentrantFair"` (the last two on Redisson 4.4+ only).
     pub async fn rw(
         &self,
         half: &str,
@@ -430,8 +431,23 @@ impl JavaAgent {
         thread: &str,
         lease_ms: Option<u64>,
     ) -> AsyncAcquire {
-        let cmd =
+        self.lock_async_kind(None, lock, thread, lease_ms).await
+    }
+
+    /// [`lock_async_report`](JavaAgent::lock_async_report) on another kind of lock (`half` as
+    /// for [`rw`](JavaAgent::rw): `"fair"`, `"spin"`, `"read"`, ...).
+    pub async fn lock_async_kind(
+        &self,
+        half: Option<&str>,
+        lock: &str,
+        thread: &str,
+        lease_ms: Option<u64>,
+    ) -> AsyncAcquire {
+        let mut cmd =
             json!({ "op": "lockAsyncReport", "lock": lock, "thread": thread, "leaseMs": lease_ms });
+        if let Some(half) = half {
+            cmd["half"] = half.into();
+        }
         let (tx, rx) = oneshot::channel();
         let reply = self.request(cmd, Some(tx)).await;
         reply_result(reply)

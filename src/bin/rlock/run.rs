@@ -23,6 +23,10 @@ pub enum KindArg {
     Read,
     /// The write half of `RReadWriteLock`: exclusive, of readers too.
     Write,
+    /// `RFairLock` (`getFairLock(name)`): waiters are served in arrival order.
+    Fair,
+    /// `RSpinLock` (`getSpinLock(name)`): no pub/sub; waiting polls with a back-off.
+    Spin,
 }
 
 /// What `rlock run` was asked to do.
@@ -80,6 +84,8 @@ async fn hold_and_run(
         KindArg::Read => client.read_write_lock(name).read_lock(),
         KindArg::Write => client.read_write_lock(name).write_lock(),
         KindArg::Fenced => client.lock(name),
+        KindArg::Fair => client.fair_lock(name),
+        KindArg::Spin => client.spin_lock(name),
     };
     let acquire = async {
         match args.kind {

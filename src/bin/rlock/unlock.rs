@@ -107,15 +107,15 @@ pub fn unlock(
                     .await
             }
             (Some(LockKind::Fenced), _) => client.fenced_lock(name).force_unlock().await,
+            (Some(LockKind::Fair), _) => client.fair_lock(name).force_unlock().await,
             _ => client.lock(name).force_unlock().await,
         };
         client.shutdown().await;
         released
     });
     let woken = match before.kind {
-        // Fair lock waiters listen on channels of their own (docs/PROTOCOL.md §5): they retry
-        // on their timer.
-        Some(LockKind::Fair) => "fair lock waiters are not woken: they retry on their timer",
+        // (Its waiters listen on channels of their own: the head of the queue is woken.)
+        Some(LockKind::Fair) => "the first waiter in the queue was notified",
         _ => "waiters were notified",
     };
     match released.map_err(Failure::from_lock)? {

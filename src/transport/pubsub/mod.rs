@@ -313,6 +313,20 @@ impl Hub {
         }
     }
 
+    /// Wakes every waiter of the lock whose channel is `base`: those on `base` and those on a
+    /// channel of their own under it (`base:<field>`, a fair lock's), whose unlock message
+    /// will never come either.
+    pub(crate) fn wake_lock(&self, base: &str) {
+        for (channel, state) in self.channels.lock().iter() {
+            let own = channel
+                .strip_prefix(base)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'));
+            if own {
+                state.notify.notify_waiters();
+            }
+        }
+    }
+
     /// Delivers one message to the channel's waiters.
     fn dispatch(&self, channel: &[u8], payload: &[u8]) {
         let Ok(channel) = std::str::from_utf8(channel) else {

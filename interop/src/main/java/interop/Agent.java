@@ -173,7 +173,7 @@ public final class Agent {
             exec.execute(() -> {
                 Map<String, Object> ev = new LinkedHashMap<>();
                 try {
-                    RLock lock = client.getLock(str(cmd, "lock"));
+                    RLock lock = lockOf(cmd);
                     if (cmd.get("leaseMs") != null) {
                         lock.lock(num(cmd, "leaseMs"), TimeUnit.MILLISECONDS);
                     } else {
@@ -263,20 +263,29 @@ public final class Agent {
         }
     }
 
-    /** The RLock the RLock commands run on: getLock(lock), or with "half" ("read", "write")
-     *  that half of getReadWriteLock(lock). */
-    private static RLock lockOf(Map<String, Object> cmd) {
+    /** The RLock the RLock commands run on: getLock(lock), or with "half" that kind of lock:
+     *  "read" or "write" (that half of getReadWriteLock(lock)), "fair" (getFairLock), "spin"
+     *  (getSpinLock), "nonReentrant" and "nonReentrantFair" (4.4+ only; looked up by
+     *  reflection, so the agent builds against 3.23.4 too). */
+    private static RLock lockOf(Map<String, Object> cmd) throws Exception {
         String name = str(cmd, "lock");
         Object half = cmd.get("half");
         if (half == null) {
             return client.getLock(name);
         }
-        RReadWriteLock rw = client.getReadWriteLock(name);
         switch (half.toString()) {
             case "read":
-                return rw.readLock();
+                return client.getReadWriteLock(name).readLock();
             case "write":
-                return rw.writeLock();
+                return client.getReadWriteLock(name).writeLock();
+            case "fair":
+                return client.getFairLock(name);
+            case "spin":
+                return client.getSpinLock(name);
+            case "nonReentrant":
+                return (RLock) client.getClass().getMethod("getNonReentrantLock", String.class).invoke(client, name);
+            case "nonReentrantFair":
+                return (RLock) client.getClass().getMethod("getNonReentrantFairLock", String.class).invoke(client, name);
             default:
                 throw new IllegalArgumentException("unknown half: " + half);
         }
