@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! compare [--redis redis://127.0.0.1:PORT] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...]
-//!         [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4]
+//!         [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4,kinds]
 //! compare --p4-child crate|floor (--redis URL | --cluster URLS | --cluster-replicas URLS
 //!         | --sentinel NAME@URLS) --locks N --watchdog-ms MS   (internal: one P4 run)
 //! ```
@@ -55,7 +55,9 @@ use serde_json::Value;
 use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
-use scenarios::{p1, p2, p3, record_p3, round_trip, P3Rep, P3_KEY, PLAIN, WATCHING};
+use scenarios::{
+    p1, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, WATCHING,
+};
 use stats::Results;
 use target::Target;
 
@@ -81,6 +83,9 @@ struct Plan {
     p4_counts: Vec<usize>,
     p4_watchdog_ms: u64,
     p4_cycles: u32,
+    /// The other kinds' P3: waiters, and hand-offs per repetition.
+    kinds_n: usize,
+    kinds_handoffs: usize,
 }
 
 impl Plan {
@@ -104,6 +109,8 @@ impl Plan {
                 p4_counts: vec![10_000],
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 2,
+                kinds_n: 8,
+                kinds_handoffs: 100,
             }
         } else {
             Plan {
@@ -124,6 +131,8 @@ impl Plan {
                 p4_counts: vec![10_000, 100_000],
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 5,
+                kinds_n: 8,
+                kinds_handoffs: 300,
             }
         }
     }
@@ -214,7 +223,7 @@ fn main() {
     }
     if !unknown.is_empty() {
         eprintln!("compare: unknown arguments {unknown:?}");
-        eprintln!("usage: compare [--redis URL] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...] [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4] [--rust crate,floor]");
+        eprintln!("usage: compare [--redis URL] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...] [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4,kinds] [--rust crate,floor]");
         std::process::exit(2);
     }
     if let Some(imp) = child {
@@ -432,6 +441,10 @@ fn run(
         }
     }
 
+    if wants("kinds") {
+        run_kinds(plan, rt, target, rust, jars, &java_url, &mut results);
+    }
+
     if wants("p4") {
         let exe = std::env::current_exe().unwrap();
         for &count in &plan.p4_counts {
@@ -477,9 +490,87 @@ const JVM_SETTLE: Duration = Duration::from_secs(3);
 const JAVA_REP_WARMUP_MS: u64 = 500;
 
 /// Records one result line of `interop.Bench`.
+/// P1 and P3 of each of the other kinds ([`KINDS`]), the crate's then each Redisson version's
+/// (one JVM per version, `Bench kinds`). The crate runs with its defaults (local hand-off where
+/// the kind has one: the fenced lock).
+fn run_kinds(
+    plan: &Plan,
+    rt: &tokio::runtime::Runtime,
+    target: &Target,
+    rust: &[&str],
+    jars: &[Java],
+    java_url: &str,
+    results: &mut Results,
+) {
+    if !rust.contains(&"crate") {
+        return;
+    }
+    let hold = Duration::from_millis(plan.p3_hold_ms);
+    for kind in KINDS {
+        eprintln!(
+            "kinds: {kind}: P1 x {} reps, P3 {} waiters",
+            plan.reps, plan.kinds_n
+        );
+        for _ in 0..plan.reps {
+            let run = p1_of(
+                kind,
+                "crate".into(),
+                target.clone(),
+                plan.p1_warmup,
+                plan.p1_iters,
+            );
+            let (p50, p99, _) = in_task(rt, run);
+            results.add(&format!("p1.{kind}.p50_us"), "crate", p50);
+            results.add(&format!("p1.{kind}.p99_us"), "crate", p99);
+            target.flushall();
+        }
+        if kind == "read" {
+            continue; // readers share: no hand-off to measure
+        }
+        for _ in 0..plan.p3_reps {
+            let rounds = (plan.p3_warmup, plan.kinds_handoffs);
+            let run = p3_of(kind, "crate", target, plan.kinds_n, rounds, hold, false);
+            let r = rt.block_on(run);
+            results.add(&format!("p3.{kind}.p50_us"), "crate", r.p50_us);
+            results.add(&format!("p3.{kind}.p99_us"), "crate", r.p99_us);
+            target.flushall();
+        }
+    }
+    for j in jars {
+        eprintln!(
+            "kinds: {} (JVM warm-up {:?})",
+            java_name(j),
+            plan.java_warmup
+        );
+        let args = [
+            "kinds".to_string(),
+            KINDS.join(","),
+            plan.p1_iters.to_string(),
+            plan.reps.to_string(),
+            plan.kinds_n.to_string(),
+            plan.kinds_handoffs.to_string(),
+            plan.p3_warmup.to_string(),
+            plan.p3_hold_ms.to_string(),
+            plan.p3_reps.to_string(),
+            plan.java_warmup.as_millis().to_string(),
+        ];
+        let imp = java_name(j);
+        for v in run_java(j, java_url, &args) {
+            record_java(results, &imp, &v);
+        }
+        target.flushall();
+    }
+}
+
 fn record_java(results: &mut Results, imp: &str, v: &Value) {
     let num = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     match v["scenario"].as_str() {
+        Some("p1k" | "p3k") => {
+            let p = &v["scenario"].as_str().unwrap()[..2];
+            let kind = v["kind"].as_str().unwrap_or("?");
+            results.add(&format!("{p}.{kind}.p50_us"), imp, num("p50_us"));
+            results.add(&format!("{p}.{kind}.p99_us"), imp, num("p99_us"));
+        }
         Some("p1") => {
             results.add("p1.p50_us", imp, num("p50_us"));
             results.add("p1.p99_us", imp, num("p99_us"));

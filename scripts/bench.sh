@@ -3,7 +3,7 @@
 # redis-rs, no library logic) and Redisson 4.7.0 / 3.23.4, in one run against private servers
 # of up to four topologies, a table each.
 #
-#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4]
+#   scripts/bench.sh [--quick] [--only p1,p2,p3,p4,kinds]
 #                    [--topologies single,cluster,cluster-replicas,sentinel] [--no-cluster]
 #
 # Topologies (all four by default, run in this order):

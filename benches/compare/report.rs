@@ -282,6 +282,46 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
             true,
         );
     }
+    // The other kinds (the crate with its defaults; read has no P3: readers share).
+    for kind in crate::scenarios::KINDS {
+        let s = format!("P1 {kind}");
+        row(
+            "crate",
+            &s,
+            "lock+unlock p50 µs",
+            &format!("p1.{kind}.p50_us"),
+            Better::Lower,
+            false,
+        );
+        row(
+            "crate",
+            &s,
+            "… p99 µs",
+            &format!("p1.{kind}.p99_us"),
+            Better::Lower,
+            false,
+        );
+        if kind == "read" {
+            continue;
+        }
+        let s = format!("P3 {kind}, {} waiters", plan.kinds_n);
+        row(
+            "crate",
+            &s,
+            "unlock reply → next acquire p50 µs",
+            &format!("p3.{kind}.p50_us"),
+            Better::Lower,
+            false,
+        );
+        row(
+            "crate",
+            &s,
+            "… p99 µs",
+            &format!("p3.{kind}.p99_us"),
+            Better::Lower,
+            false,
+        );
+    }
     for count in &plan.p4_counts {
         let s = format!("P4 {} locks", fmt_num(*count as f64));
         let t = format!("p4.{count}");
@@ -356,6 +396,11 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
             &format!("{t}.acquire_s"),
             Better::Lower,
             true,
+        );
+    }
+    if r.values.contains_key("p1.read.p50_us") {
+        out.push_str(
+            "\nThe read lock has no P3 row: readers share the lock, so nothing is handed off.\n",
         );
     }
     if !r.breakdown.is_empty() {

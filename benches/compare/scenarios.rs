@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Lock, LockClient, LockGuard, Owner};
+use redisson_lock::{FencedLock, Lock, LockClient, LockGuard, Owner};
 use tokio::sync::Notify;
 
 use crate::floor::{floor_subscription, FloorLock};
@@ -24,6 +24,11 @@ pub(crate) const P3_KEY: &str = "bench:p3";
 /// The P3 name of the crate with local hand-off off.
 pub(crate) const PLAIN: &str = "crate-plain";
 
+/// The lock kinds besides `RLock` that P1 and P3 also run, one row each (Bench.java's
+/// `kinds` takes the same names). The read lock has no P3 row: readers share, so nothing is
+/// handed off.
+pub(crate) const KINDS: [&str; 5] = ["fenced", "read", "write", "fair", "spin"];
+
 /// The P1/P2 name of the crate with prompt loss detection on (each holder listens on its
 /// lock's channel while it holds): what that costs.
 pub(crate) const WATCHING: &str = "crate-watch";
@@ -33,6 +38,7 @@ pub(crate) const WATCHING: &str = "crate-watch";
 
 enum Locker {
     Crate(Lock),
+    Fenced(FencedLock),
     Floor(FloorLock),
 }
 
@@ -40,6 +46,7 @@ impl Locker {
     async fn lock(&mut self) -> Option<LockGuard> {
         match self {
             Locker::Crate(lock) => Some(lock.lock().await.expect("crate lock")),
+            Locker::Fenced(lock) => Some(lock.lock().await.expect("crate lock").into_guard()),
             Locker::Floor(lock) => {
                 lock.lock().await;
                 None
@@ -49,7 +56,9 @@ impl Locker {
 
     async fn unlock(&mut self, guard: Option<LockGuard>) {
         match self {
-            Locker::Crate(_) => guard.unwrap().unlock().await.expect("crate unlock"),
+            Locker::Crate(_) | Locker::Fenced(_) => {
+                guard.unwrap().unlock().await.expect("crate unlock")
+            }
             Locker::Floor(lock) => lock.unlock().await,
         }
     }
@@ -103,8 +112,22 @@ impl Setup {
 
     /// A locker on `key` for owner number `owner` (waiting listens on `wake`, floor only).
     fn locker(&self, key: &str, owner: usize, wake: &Arc<Notify>) -> Locker {
+        self.locker_of("lock", key, owner, wake)
+    }
+
+    /// [`Setup::locker`] of one of [`KINDS`] (or `lock`; the floor has `lock` only).
+    fn locker_of(&self, kind: &str, key: &str, owner: usize, wake: &Arc<Notify>) -> Locker {
+        let me = Owner::new();
         match self {
-            Setup::Crate(client) => Locker::Crate(client.lock(key).with_owner(Owner::new())),
+            Setup::Crate(client) => match kind {
+                "lock" => Locker::Crate(client.lock(key).with_owner(me)),
+                "fenced" => Locker::Fenced(client.fenced_lock(key).with_owner(me)),
+                "read" => Locker::Crate(client.read_write_lock(key).read_lock().with_owner(me)),
+                "write" => Locker::Crate(client.read_write_lock(key).write_lock().with_owner(me)),
+                "fair" => Locker::Crate(client.fair_lock(key).with_owner(me)),
+                "spin" => Locker::Crate(client.spin_lock(key).with_owner(me)),
+                other => panic!("no such kind: {other}"),
+            },
             Setup::Floor {
                 conn,
                 publish,
@@ -138,9 +161,20 @@ pub(crate) async fn p1(
     warmup: usize,
     iters: usize,
 ) -> (f64, f64, f64) {
+    p1_of("lock", imp, target, warmup, iters).await
+}
+
+/// [`p1`] with a lock of `kind` (`lock` or one of [`KINDS`]).
+pub(crate) async fn p1_of(
+    kind: &'static str,
+    imp: String,
+    target: Target,
+    warmup: usize,
+    iters: usize,
+) -> (f64, f64, f64) {
     let setup = Setup::new(&imp, &target).await;
     let wake = Arc::new(Notify::new());
-    let mut locker = setup.locker("bench:p1", 0, &wake);
+    let mut locker = setup.locker_of(kind, "bench:p1", 0, &wake);
     for _ in 0..warmup {
         let g = locker.lock().await;
         locker.unlock(g).await;
@@ -306,6 +340,19 @@ pub(crate) async fn p3(
     hold: Duration,
     count: bool,
 ) -> P3Rep {
+    p3_of("lock", imp, target, n, (warmup, handoffs), hold, count).await
+}
+
+/// [`p3`] with a lock of `kind` (`lock` or one of [`KINDS`]); `(warmup, handoffs)`.
+pub(crate) async fn p3_of(
+    kind: &'static str,
+    imp: &str,
+    target: &Target,
+    n: usize,
+    (warmup, handoffs): (usize, usize),
+    hold: Duration,
+    count: bool,
+) -> P3Rep {
     let setup = Setup::new(imp, target).await;
     let (wake, listener) = match &setup {
         Setup::Floor { .. } => {
@@ -328,7 +375,7 @@ pub(crate) async fn p3(
     let before: Arc<OnceLock<HashMap<String, u64>>> = Arc::new(OnceLock::new());
     let mut tasks = Vec::new();
     for i in 0..=n {
-        let mut locker = setup.locker(key, i, &wake);
+        let mut locker = setup.locker_of(kind, key, i, &wake);
         let track = track.clone();
         let before = before.clone();
         let mut stats = stats_conn.clone();

@@ -101,6 +101,11 @@ public final class Bench {
                 case "serve":
                     serve(url, Long.parseLong(p[0]), Integer.parseInt(p[1]));
                     break;
+                case "kinds":
+                    kinds(connect(url, 30000), url, p[0].split(","), Integer.parseInt(p[1]), Integer.parseInt(p[2]),
+                            Integer.parseInt(p[3]), Integer.parseInt(p[4]), Integer.parseInt(p[5]),
+                            Long.parseLong(p[6]), Integer.parseInt(p[7]), Long.parseLong(p[8]));
+                    break;
                 case "p4":
                     p4(url, Integer.parseInt(p[0]), Long.parseLong(p[1]));
                     break;
@@ -209,8 +214,63 @@ public final class Bench {
         }
     }
 
+    /** The lock of one kind (the Rust bench's names): lock, fenced, read, write, fair, spin. */
+    static RLock lockOf(RedissonClient client, String kind, String name) {
+        switch (kind) {
+            case "lock":
+                return client.getLock(name);
+            case "fenced":
+                return client.getFencedLock(name);
+            case "read":
+                return client.getReadWriteLock(name).readLock();
+            case "write":
+                return client.getReadWriteLock(name).writeLock();
+            case "fair":
+                return client.getFairLock(name);
+            case "spin":
+                return client.getSpinLock(name);
+            default:
+                throw new IllegalArgumentException("no such kind: " + kind);
+        }
+    }
+
+    /**
+     * P1 and P3 of each kind: after a JIT warm-up of every kind's P1 and P3 (about warmupMs in
+     * all), reps P1 repetitions of iters pairs and p3Reps P3 repetitions of n waiters and handoffs
+     * hand-offs (none for read: readers share). Emits p1k and p3k lines with the kind.
+     */
+    private static void kinds(RedissonClient client, String url, String[] kinds, int iters, int reps, int n,
+            int handoffs, int warmup, long holdMs, int p3Reps, long warmupMs) throws Exception {
+        long perKind = Math.max(1, warmupMs / kinds.length / 2);
+        for (String kind : kinds) {
+            p1(client, 0, perKind, 0, kind);
+            if (!kind.equals("read")) {
+                p3Run(client, url, n, warmup, (int) Math.max(20, perKind / 5), holdMs, null, kind);
+            }
+            flushall(url);
+        }
+        for (String kind : kinds) {
+            p1(client, iters, 0, reps, kind);
+            flushall(url);
+            if (kind.equals("read")) {
+                continue;
+            }
+            for (int r = 0; r < p3Reps; r++) {
+                double[] res = p3Run(client, url, n, warmup, handoffs, holdMs, null, kind);
+                emit("{\"scenario\":\"p3k\",\"kind\":\"%s\",\"version\":\"%s\",\"n\":%d,\"rep\":%d,"
+                        + "\"p50_us\":%.3f,\"p99_us\":%.3f}", kind, version(), n, r, res[0], res[1]);
+                flushall(url);
+            }
+        }
+    }
+
     private static void p1(RedissonClient client, int iters, long warmupMs, int reps) {
-        RLock lock = client.getLock("bench:p1");
+        p1(client, iters, warmupMs, reps, "lock");
+    }
+
+    /** P1 on a lock of `kind`; emits p1 lines for RLock, p1k lines (with the kind) for others. */
+    private static void p1(RedissonClient client, int iters, long warmupMs, int reps, String kind) {
+        RLock lock = lockOf(client, kind, "bench:p1");
         long warmEnd = System.nanoTime() + warmupMs * 1_000_000L;
         while (System.nanoTime() < warmEnd) {
             lock.lock();
@@ -227,8 +287,13 @@ public final class Bench {
             }
             double cpuUs = (cpuNanos() - cpu0) / 1e3 / iters;
             Arrays.sort(lat);
-            emit("{\"scenario\":\"p1\",\"version\":\"%s\",\"rep\":%d,\"p50_us\":%.3f,\"p99_us\":%.3f,\"cpu_us\":%.3f}",
-                    version(), r, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, cpuUs);
+            if (kind.equals("lock")) {
+                emit("{\"scenario\":\"p1\",\"version\":\"%s\",\"rep\":%d,\"p50_us\":%.3f,\"p99_us\":%.3f,\"cpu_us\":%.3f}",
+                        version(), r, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3, cpuUs);
+            } else {
+                emit("{\"scenario\":\"p1k\",\"kind\":\"%s\",\"version\":\"%s\",\"rep\":%d,\"p50_us\":%.3f,"
+                        + "\"p99_us\":%.3f}", kind, version(), r, pct(lat, 50) / 1e3, pct(lat, 99) / 1e3);
+            }
         }
     }
 
@@ -450,6 +515,12 @@ public final class Bench {
     /** One P3 run; with clientCounts, MONITOR fills it with client commands per acquisition by name. */
     private static double[] p3Run(RedissonClient client, String url, int n, int warmup, int handoffs, long holdMs,
             Map<String, Double> clientCounts) throws Exception {
+        return p3Run(client, url, n, warmup, handoffs, holdMs, clientCounts, "lock");
+    }
+
+    /** One P3 run on a lock of `kind` (see lockOf). */
+    private static double[] p3Run(RedissonClient client, String url, int n, int warmup, int handoffs, long holdMs,
+            Map<String, Double> clientCounts, String kind) throws Exception {
         Monitor monitor = clientCounts == null ? null : new Monitor(statsUrl(url));
         String key = "bench:p3";
         int total = warmup + handoffs;
@@ -459,7 +530,7 @@ public final class Bench {
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i <= n; i++) {
             Thread th = new Thread(() -> {
-                RLock lock = client.getLock(key);
+                RLock lock = lockOf(client, kind, key);
                 try (Resp stats = new Resp(statsUrl(url))) {
                     while (true) {
                         lock.lock();
