@@ -336,3 +336,38 @@ fn the_blocking_fair_spin_and_non_reentrant_locks_hold_and_release() {
         assert!(!lock.is_locked().unwrap());
     }
 }
+
+/// Owners of one client passing a fair lock around, each queueing again while another of
+/// them holds it: a waiter whose subscription was still live from its last turn must queue
+/// (attempt) before it waits, or no unlock ever wakes it (before the fix each such turn slept
+/// out a whole watchdog timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_of_one_client_take_turns_without_stalling() {
+    let server = RedisServer::start();
+    let client = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(30)))
+        .await;
+    let turns = Arc::new(tokio::sync::watch::Sender::new(0u32));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = client.fair_lock("relay").with_owner(Owner::new());
+            let turns = turns.clone();
+            tokio::spawn(async move {
+                for _ in 0..10 {
+                    let guard = lock.lock().await.unwrap();
+                    turns.send_modify(|t| *t += 1);
+                    let at = *turns.borrow();
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    guard.unlock().await.unwrap();
+                    // Contend again only once another owner has taken it.
+                    let mut seen = turns.subscribe();
+                    let _ = seen.wait_for(|t| *t > at || *t >= 40).await;
+                }
+            })
+        })
+        .collect();
+    let all = futures::future::join_all(tasks);
+    let done = tokio::time::timeout(Duration::from_secs(20), all).await;
+    assert!(done.is_ok(), "stalled at turn {}", *turns.borrow());
+    assert_eq!(*turns.borrow(), 40);
+}

@@ -232,11 +232,14 @@ impl Target<'_> {
             // it finishes; so with the subscription confirmed the unlock message (or the
             // hand-off) is sure to reach this waiter, and an attempt now could only fail.
             // (Should that owner lose the lock instead, the watchdog wakes this channel.) Not
-            // so for a shared lock: another reader of this client does not keep this one out.
+            // so for a shared lock: another reader of this client does not keep this one out;
+            // nor for a fair lock, whose unlock wakes only the head of its queue: this waiter
+            // may not even be queued yet (a subscription joined live made no attempt).
             let reply = match reply {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
                     && ((!self.raw.is_shared()
+                        && self.raw.waiters_share_channel()
                         && self.shared.core.registry.held_by_other(self.key, owner))
                         || handoffs.in_flight(self.key)) =>
                 {

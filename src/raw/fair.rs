@@ -72,6 +72,10 @@ impl RawLock for Fair {
         format!("{}:{field}", names::lock_channel(key))
     }
 
+    fn waiters_share_channel(&self) -> bool {
+        false
+    }
+
     fn loss_channel(&self, _key: &str) -> Option<String> {
         // A forced unlock wakes the head of the queue, never the holder.
         None

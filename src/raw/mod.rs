@@ -101,6 +101,14 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         self.channel(key)
     }
 
+    /// Whether an unlock's message reaches every waiter (they all listen on the lock's
+    /// channel). Not so for a fair lock, whose unlock wakes only the head of its queue: a
+    /// waiter there cannot count on the message of another local owner's unlock, and must make
+    /// its attempt (which queues it) whoever holds the lock.
+    fn waiters_share_channel(&self) -> bool {
+        true
+    }
+
     /// The channel where a message tells a holder its lock may be gone (a forced unlock
     /// publishes there), watched while held when prompt loss detection is on; `None` for
     /// kinds whose unlocks publish nowhere a holder listens (spin, fair).
