@@ -32,6 +32,12 @@ use crate::raw::{Attempt, Kind, LockOptions, Waiting};
 /// than Redisson or this crate), or after a connection error.
 const MAX_BLIND_WAIT: Duration = Duration::from_secs(1);
 
+/// How late tokio's timer fires: it wakes a sleep on the millisecond tick after its deadline,
+/// about 1.1 ms late (measured: `sleep(1 ms)` takes 2.14 ms, `sleep(0)` 1.13 ms;
+/// `std::thread::sleep(1 ms)` 1.08 ms). A back-off pause is shortened by it, so that it lasts
+/// what Redisson's `Thread.sleep` of the same pause lasts.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
 /// Re-sends of one attempt whose answer was lost, before its caller hears of the error.
 const ATTEMPT_RESENDS: u32 = 3;
 const RESEND_PAUSE: Duration = Duration::from_millis(50);
@@ -315,7 +321,7 @@ impl Target<'_> {
                 }
                 sleep = sleep.min(left);
             }
-            tokio::time::sleep(sleep).await;
+            tokio::time::sleep(sleep.saturating_sub(TIMER_TICK)).await;
             self.shared.check_open()?;
             match self.attempt(request, owner, lease).await {
                 Ok(Ok(granted)) => return Ok(Some(granted)),
