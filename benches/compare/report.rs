@@ -403,6 +403,14 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
             "\nThe read lock has no P3 row: readers share the lock, so nothing is handed off.\n",
         );
     }
+    if r.values.contains_key("p3.spin.p50_us") {
+        out.push_str(
+            "\nP3 spin measures the back-off more than the client: spin waiters poll, both sides \
+             pause by Redisson's algorithm (1 ms doubling to 128 ms, with jitter), and a hand-off \
+             waits for whichever waiter polls first; its p99 is the pause the waiters happened to \
+             be in, which swings from run to run on either side.\n",
+        );
+    }
     if !r.breakdown.is_empty() {
         out.push_str(
             "\nP3 client commands per acquisition, by command (one counting run with MONITOR):\n\n",
