@@ -21,7 +21,7 @@ use tracing::Instrument;
 use crate::engine::handoff::{Forgotten, Outcome, Place, Standing};
 use crate::engine::hold::Hold;
 use crate::engine::registry::{Lease, Ticket};
-use crate::engine::release::{Job, PendingAttempt};
+use crate::engine::release::{withdrawn, Job, PendingAttempt};
 use crate::engine::request::{AcquireRequest, Terms};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -338,7 +338,8 @@ impl Target<'_> {
 
     /// A hold just acquired and registered under `ticket`.
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
-        if self.shared.config.prompt_loss_detection() && self.raw.loss_channel(self.key).is_some() {
+        // (A kind with no loss channel gets no watcher: `watch` checks.)
+        if self.shared.config.prompt_loss_detection() {
             crate::engine::loss::watch(&self.shared.core, &ticket, &self.shared.client_id);
         }
         Hold::new(self.shared.clone(), ticket, lease)
@@ -478,9 +479,7 @@ impl Withdrawal<'_> {
             return;
         }
         if let Some(withdraw) = self.withdraw() {
-            if let Err(err) = withdraw.await {
-                tracing::debug!(lock = %self.lock.name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
-            }
+            withdrawn(self.lock.name, withdraw).await;
         }
         self.armed = false;
     }
@@ -498,11 +497,7 @@ impl Drop for Withdrawal<'_> {
             let hold = (lock.key.clone(), field.clone());
             lock.shared.send_job(Job::Finish(
                 hold,
-                Box::pin(async move {
-                    if let Err(err) = withdraw.await {
-                        tracing::debug!(lock = %name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
-                    }
-                }),
+                Box::pin(async move { withdrawn(&name, withdraw).await }),
             ));
         }
     }

@@ -405,9 +405,18 @@ async fn withdraw(ctx: &Core, unsettled: &Unsettled) {
     if let Some(withdraw) =
         (unlock.raw).withdraw(protocol, &unlock.key, &unlock.field, queue_wait_ms)
     {
-        if let Err(err) = withdraw.await {
-            tracing::debug!(lock = %unlock.name, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
-        }
+        withdrawn(&unlock.name, withdraw).await;
+    }
+}
+
+/// Awaits a kind's withdrawal of a waiter of `lock`; a failure is logged: the waiter's place
+/// in the queue then ends with its deadline.
+pub(crate) async fn withdrawn(
+    lock: &str,
+    withdraw: crate::future::BoxFuture<'static, redis::RedisResult<()>>,
+) {
+    if let Err(err) = withdraw.await {
+        tracing::debug!(lock, error = %err, "withdrawing a waiter failed; its place in the queue ends with its deadline");
     }
 }
 

@@ -13,7 +13,7 @@ use super::protocol::{
     acquire_latch_ttl, now_ms, AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs,
     LATCH_TTL_MS,
 };
-use super::rlock::{self, RLOCK, UNLOCK_MESSAGE};
+use super::rlock::{self, AcquireScript, RLOCK, UNLOCK_MESSAGE};
 use super::RawLock;
 use crate::future::BoxFuture;
 use crate::names;
@@ -23,17 +23,37 @@ static UNLOCK: Script = Script::new(include_str!("../../scripts/lua/fair_unlock.
 static FORCE_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/fair_force_unlock.lua"));
 static WITHDRAW: Script = Script::new(include_str!("../../scripts/lua/fair_withdraw.lua"));
 
-/// Redisson's `RFairLock`, reentrant or not.
-#[derive(Debug)]
+/// Redisson's `RFairLock`, reentrant or not (its acquire says which).
 pub(crate) struct Fair {
-    reentrant: bool,
+    name: &'static str,
+    acquire: &'static AcquireScript,
+}
+
+impl std::fmt::Debug for Fair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
 }
 
 /// The kind every fair lock hands the engine.
-pub(crate) static FAIR: super::Kind = super::Kind(&Fair { reentrant: true });
+pub(crate) static FAIR: super::Kind = super::Kind(&Fair {
+    name: "fair",
+    acquire: &AcquireScript {
+        script: &ACQUIRE,
+        cmd: |args| acquire_cmd(args, true),
+        reply: rlock::nil_or_pttl,
+    },
+});
 
 /// Redisson 4.4+'s `getNonReentrantFairLock`.
-pub(crate) static NON_REENTRANT_FAIR: super::Kind = super::Kind(&Fair { reentrant: false });
+pub(crate) static NON_REENTRANT_FAIR: super::Kind = super::Kind(&Fair {
+    name: "non_reentrant_fair",
+    acquire: &AcquireScript {
+        script: &ACQUIRE,
+        cmd: |args| acquire_cmd(args, false),
+        reply: rlock::nil_or_pttl,
+    },
+});
 
 /// `EVALSHA fair_acquire 4 key queue deadlines latch lease field reservation now latch_ttl
 /// mode reentrant`.
@@ -57,11 +77,7 @@ fn acquire_cmd(args: AcquireArgs<'_>, reentrant: bool) -> Cmd {
 
 impl RawLock for Fair {
     fn name(&self) -> &'static str {
-        if self.reentrant {
-            "fair"
-        } else {
-            "non_reentrant_fair"
-        }
+        self.name
     }
 
     fn channel(&self, key: &str) -> String {
@@ -110,12 +126,7 @@ impl RawLock for Fair {
         protocol: &Protocol,
         args: AcquireArgs<'_>,
     ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        let call = Call::script(&ACQUIRE, args.key, acquire_cmd(args, self.reentrant));
-        let send = protocol.send(call);
-        Box::pin(async move {
-            let (reply, synced) = send.await?;
-            rlock::synced_attempt(rlock::nil_or_pttl(reply)?, synced)
-        })
+        Box::pin(rlock::acquire(self.acquire, protocol, args))
     }
 
     fn unlock<'a>(

@@ -93,7 +93,7 @@ pub(crate) fn acquire(
 
 /// An acquire's outcome given whether its write was acknowledged: a hold no replica has is
 /// [`Attempt::Unsynced`].
-pub(super) fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
+fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
     Ok(match (attempt, synced) {
         (Attempt::Acquired { .. }, Synced::No { replicas }) => {
             crate::observe::replica_ack_missing("acquire", replicas);

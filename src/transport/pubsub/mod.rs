@@ -237,6 +237,25 @@ impl Hub {
         Some(state.join(self, channel))
     }
 
+    /// `channel`'s state, made (and its subscription asked of the hub's task) if new.
+    fn state<'a>(
+        &self,
+        channels: &'a mut HashMap<String, ChannelState>,
+        channel: &str,
+    ) -> &'a mut ChannelState {
+        channels.entry(channel.to_string()).or_insert_with(|| {
+            let _ = self.commands.send(Command::Subscribe(channel.to_string()));
+            ChannelState {
+                refs: 0,
+                notify: Arc::new(Notify::new()),
+                watchers: 0,
+                watch: Arc::new(Notify::new()),
+                ready: watch::Sender::new(false),
+                idle_since: None,
+            }
+        })
+    }
+
     /// Joins the subscription to `channel`, waiting (bounded by the response timeout) until the
     /// server has confirmed it, so that an acquire attempt made afterwards cannot miss the
     /// unlock message. If the hub is disconnected it returns at once: the waiter then relies on
@@ -244,17 +263,7 @@ impl Hub {
     pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> Subscription {
         let mut subscription = {
             let mut channels = self.channels.lock();
-            let state = channels.entry(channel.to_string()).or_insert_with(|| {
-                let _ = self.commands.send(Command::Subscribe(channel.to_string()));
-                ChannelState {
-                    refs: 0,
-                    notify: Arc::new(Notify::new()),
-                    watchers: 0,
-                    watch: Arc::new(Notify::new()),
-                    ready: watch::Sender::new(false),
-                    idle_since: None,
-                }
-            });
+            let state = self.state(&mut channels, channel);
             state.join(self, channel)
         };
         if self.connected.load(Ordering::Acquire) {
@@ -269,27 +278,16 @@ impl Hub {
     /// subscription while it lives. Returns once the server confirmed the subscription (or
     /// the response timeout passed).
     pub(crate) async fn watch(self: &Arc<Self>, channel: &str) -> Watch {
-        let mut ready = {
+        let (mut ready, watch) = {
             let mut channels = self.channels.lock();
-            let state = channels.entry(channel.to_string()).or_insert_with(|| {
-                let _ = self.commands.send(Command::Subscribe(channel.to_string()));
-                ChannelState {
-                    refs: 0,
-                    notify: Arc::new(Notify::new()),
-                    watchers: 0,
-                    watch: Arc::new(Notify::new()),
-                    ready: watch::Sender::new(false),
-                    idle_since: None,
-                }
-            });
+            let state = self.state(&mut channels, channel);
             state.watchers += 1;
             state.idle_since = None;
-            state.ready.subscribe()
+            (state.ready.subscribe(), state.watch.clone())
         };
         if self.connected.load(Ordering::Acquire) {
             let _ = tokio::time::timeout(self.response_timeout, ready.wait_for(|r| *r)).await;
         }
-        let watch = self.channels.lock()[channel].watch.clone();
         Watch {
             hub: self.clone(),
             channel: channel.to_string(),
