@@ -21,7 +21,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use redisson_lock::observe::LOCK_SECONDS_BUCKETS;
 use redisson_lock::{Config, LockClient};
 
 #[tokio::main]
@@ -32,14 +33,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .parse()?;
 
     // Within a Tokio runtime the listener is a task of it; the address is bound here, so a
-    // busy one is an error now rather than a silent scrape failure later.
+    // busy one is an error now rather than a silent scrape failure later. The wait and hold
+    // times become histograms with the library's buckets (without buckets this exporter
+    // serves summaries: per-process quantiles no query can add up across a fleet).
     PrometheusBuilder::new()
         .with_http_listener(addr)
+        .set_buckets_for_metric(
+            Matcher::Prefix("redisson_lock_".into()),
+            LOCK_SECONDS_BUCKETS,
+        )?
         .install()?;
     println!("serving metrics at http://{addr}/metrics");
 
-    // A short watchdog timeout (renewal every 0.5 s) so renewals and the held gauge, sampled
-    // at each renewal cycle, show up within a second.
+    // A short watchdog timeout (renewal every 0.5 s) so renewals show up within a second.
+    // (The held and waiters gauges move at once, with each acquire, wait and release.)
     let config = Config::from_url(&url)?.with_watchdog_timeout(Duration::from_millis(1500));
     let client = LockClient::with_config(config).await?;
     let orders = client.lock("redisson-lock:examples:prometheus:orders");

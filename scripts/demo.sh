@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh redis
-exec cargo run --quiet --bin rlock -- demo "$@"
+exec cargo run --quiet --package rlock -- demo "$@"

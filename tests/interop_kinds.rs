@@ -19,8 +19,6 @@
 //!   leaves the queue and does not delay the one behind it.
 //! - Spin (`RSpinLock`): each excludes the other and takes the lock after the other's
 //!   unlock by polling (no message exists); non-reentrant locks (4.4+) exclude each other.
-//! - Operations: `rlock top --once --json` recognises what Redisson holds (three kinds), its
-//!   holders' fields and its waiters.
 
 mod support;
 
@@ -29,7 +27,7 @@ use std::time::Duration;
 
 use redisson_lock::{LockClient, MultiLock, Owner, RedLock};
 use serde_json::json;
-use support::java::JavaAgent;
+use support::java::{script_calls, until_java_waits, JavaAgent};
 use support::RedisServer;
 use tokio::time::Instant;
 
@@ -48,7 +46,6 @@ support::java::scenarios!(
     a_rust_write_unlock_wakes_a_java_reader,
     the_last_rust_read_unlock_wakes_a_java_writer,
     a_java_read_unlock_leaves_a_renewed_rust_reader_holding,
-    rlock_top_shows_the_locks_redisson_holds_and_waits_on,
     java_and_rust_red_locks_exclude_each_other_on_a_majority,
     fair_waiters_are_served_in_arrival_order_from_a_java_holder,
     fair_waiters_are_served_in_arrival_order_from_a_rust_holder,
@@ -68,30 +65,6 @@ async fn setup(jar: &Path) -> Setup {
     let java = JavaAgent::start(jar, &server.url(), WATCHDOG_MS).await;
     let rust = server.client().await;
     Setup { java, rust, server }
-}
-
-/// Scripts the server has run (`EVAL` and `EVALSHA`).
-fn script_calls(server: &RedisServer) -> u64 {
-    server.command_calls("eval") + server.command_calls("evalsha")
-}
-
-/// Waits until a Java waiter on `channel`, whose `lock()` began when the server had run
-/// `before` scripts, is subscribed and has made its attempt after subscribing (its second):
-/// only then is it waiting for the message.
-///
-/// Redisson then still has a window, between reading that attempt's answer and parking on its
-/// semaphore: 3.23.4 loses a `0` message there (a permit nobody takes; fixed in 3.28.0,
-/// #5761; seen here about once in eight runs), and every version loses a read-write lock's
-/// `1` (wake all) there, which releases as many permits as threads are parked at that moment
-/// (seen once with 4.7.0, in a full run with this binary's JVMs all busy). No event shows the
-/// thread is parked, so the unlock comes a grace period later.
-async fn until_java_waits(_java: &JavaAgent, server: &RedisServer, channel: &str, before: u64) {
-    server.until_subscribers(channel, 1).await;
-    assert!(
-        support::eventually(PROMPT, || script_calls(server) >= before + 2).await,
-        "the Java waiter never made its second attempt"
-    );
-    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -371,66 +344,6 @@ async fn a_java_read_unlock_leaves_a_renewed_rust_reader_holding(jar: &Path) {
     );
     ours.unlock().await.unwrap();
     assert_eq!(server.cmd::<i64>(&["EXISTS", name]), 0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Operations.
-
-async fn rlock_top_shows_the_locks_redisson_holds_and_waits_on(jar: &Path) {
-    let Setup { java, rust, server } = setup(jar).await;
-    java.lock("top-java:plain", "a").await.unwrap();
-    let token = java.fenced_lock("top-java:fenced", "b").await.unwrap();
-    java.rw("write", "lock", "top-java:rw", "c", json!({}))
-        .await
-        .unwrap();
-    let before = script_calls(&server);
-    let mut waiting = java.lock_async_report("top-java:plain", "d", None).await;
-    until_java_waits(&java, &server, &support::channel("top-java:plain"), before).await;
-
-    let out = tokio::task::spawn_blocking({
-        let url = server.url();
-        move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
-                .args(["--url", &url, "top", "top-java:*", "--once", "--json"])
-                .args(["--sort", "name"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let locks: Vec<serde_json::Value> = (String::from_utf8_lossy(&out.stdout).lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let seen: Vec<(&str, &str)> = (locks.iter())
-        .map(|l| (l["name"].as_str().unwrap(), l["kind"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        seen,
-        [
-            ("top-java:fenced", "fenced"),
-            ("top-java:plain", "lock"),
-            ("top-java:rw", "read_write")
-        ]
-    );
-    assert_eq!(locks[0]["fencing_token"], token);
-    assert_eq!(locks[1]["owners"][0]["field"], java.field("a").await);
-    assert_eq!(locks[1]["waiters"], 1, "the Java waiter");
-    assert_eq!(locks[2]["owners"][0]["mode"], "write");
-    // (Redisson names no connection: its holders show by field only.)
-    assert!(locks[1]["owners"][0]["client"].is_null());
-
-    java.unlock("top-java:plain", "a").await.unwrap();
-    waiting.acquired().await;
-    java.unlock("top-java:plain", "d").await.unwrap();
-    java.fenced_unlock("top-java:fenced", "b").await.unwrap();
-    java_unlock(&java, "write", "top-java:rw", "c").await;
-    rust.shutdown().await;
 }
 
 // ---------------------------------------------------------------------------------------------

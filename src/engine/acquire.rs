@@ -8,7 +8,7 @@
 //! (the fair lock's) when the call ends without the lock ([`Withdrawal`]), from before its
 //! first attempt, which may already have queued it.
 
-use crate::observe::{About, Acquired};
+use crate::observe::{About, Acquired, WaitMark};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -165,16 +165,21 @@ impl Target<'_> {
         // attempt, made while subscribed, then does what two (before and after) would.
         let joined = channel.as_deref().and_then(|c| hub.join_live(c));
         let mut attempted = joined.is_none();
-        let subscription = match (joined, channel) {
-            (Some(subscription), _) => subscription,
+        // From here on the call is waiting (counted in the waiters' gauges until it ends).
+        let (subscription, _waiting) = match (joined, channel) {
+            (Some(subscription), _) => (subscription, WaitMark::start()),
             (None, channel) => {
                 // First attempt before subscribing: the uncontended path costs one round trip.
                 if let Ok(guard) = self.attempt(request, owner, lease).await? {
                     return Ok(Some(guard));
                 }
                 match (channel, waiting) {
-                    (Some(channel), _) => hub.subscribe(&channel).await,
+                    (Some(channel), _) => {
+                        let waiting = WaitMark::start();
+                        (hub.subscribe(&channel).await, waiting)
+                    }
                     (None, Waiting::Backoff) if wait != Some(Duration::ZERO) => {
+                        let _waiting = WaitMark::start();
                         return self.poll(request, owner, lease, deadline).await;
                     }
                     (None, _) => return Ok(None),

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::observe::{About, Gauges, Observe};
+use crate::observe::{About, HeldGauge, Observe};
 use crate::owner::Owner;
 use crate::raw::Kind;
 
@@ -183,6 +183,35 @@ impl Table {
     }
 }
 
+/// The table, locked by a method that may change it: on drop, its size goes to the held gauge
+/// (swapped in under the lock, added after it is released).
+struct Changing<'a> {
+    table: Option<parking_lot::MutexGuard<'a, Table>>,
+    held: &'a HeldGauge,
+}
+
+impl std::ops::Deref for Changing<'_> {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        self.table.as_ref().expect("locked until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Changing<'_> {
+    fn deref_mut(&mut self) -> &mut Table {
+        self.table.as_mut().expect("locked until dropped")
+    }
+}
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        let table = self.table.take().expect("dropped once");
+        let delta = self.held.swap(table.len());
+        drop(table);
+        HeldGauge::add(delta);
+    }
+}
+
 /// The registry of held locks.
 pub(crate) struct Registry {
     table: Mutex<Table>,
@@ -194,8 +223,8 @@ pub(crate) struct Registry {
     pub(crate) changed: Notify,
     /// Where the engine reports what happens to locks (the registry first of all).
     pub(crate) observe: Observe,
-    /// What this client last added to the gauges.
-    pub(crate) gauges: Gauges,
+    /// What this client last added to the held gauge.
+    held: HeldGauge,
 }
 
 #[cfg(test)]
@@ -216,7 +245,15 @@ impl Registry {
             watchdog_lease,
             changed: Notify::new(),
             observe: Observe::default(),
-            gauges: Gauges::default(),
+            held: HeldGauge::default(),
+        }
+    }
+
+    /// The table, for a change (see [`Changing`]).
+    fn change(&self) -> Changing<'_> {
+        Changing {
+            table: Some(self.table.lock()),
+            held: &self.held,
         }
     }
 
@@ -252,7 +289,7 @@ impl Registry {
         lease: Lease,
         sent_at: Instant,
     ) -> Ticket {
-        let mut table = self.table.lock();
+        let mut table = self.change();
         // (One owner may hold both halves of a read-write lock: one node each.)
         let found = (table.of_key(key))
             .find(|n| n.owner == owner && n.raw == raw)
@@ -298,7 +335,7 @@ impl Registry {
 
     /// Gives up one hold. Renewal of the entry stops at once when it was the last.
     pub(crate) fn surrender(&self, ticket: &Ticket, lease: Lease) -> Surrender {
-        let mut table = self.table.lock();
+        let mut table = self.change();
         if !ticket.is_registered() {
             return Surrender::Lost(None);
         }
@@ -332,7 +369,7 @@ impl Registry {
     /// the watchdog noticed): renewal of a hold declared lost stops at once. Returns the entry
     /// taken out, for its release.
     pub(crate) fn forget_lost(&self, ticket: &Ticket) -> Option<LostHold> {
-        let mut table = self.table.lock();
+        let mut table = self.change();
         let reason = ticket.lost.reason()?;
         let holds = ticket.holds();
         if !table.remove(ticket) {
@@ -367,14 +404,14 @@ impl Registry {
     /// through `apply_renewals` and the `expire_*` methods; this is for the unit tests.)
     #[cfg(test)]
     pub(crate) fn lose(&self, ticket: &Ticket, reason: LostReason) {
-        if self.table.lock().remove(ticket) {
+        if self.change().remove(ticket) {
             ticket.lost.fire(reason);
         }
     }
 
     /// Removes every entry (shutdown), firing their signals; returns what was held.
     pub(crate) fn drain(&self) -> Vec<LostHold> {
-        let table = std::mem::take(&mut *self.table.lock());
+        let table = std::mem::take(&mut *self.change());
         let taken = (table.first.into_iter().map(|b| b.0))
             .chain(table.more)
             .map(|node| {
@@ -437,7 +474,7 @@ impl Registry {
         sent_at: Instant,
     ) -> Vec<LostHold> {
         let mut lost = Vec::new();
-        let mut table = self.table.lock();
+        let mut table = self.change();
         for (node, ok) in batch.iter().zip(renewed) {
             if !ok {
                 let holds = node.holds();
@@ -464,7 +501,7 @@ impl Registry {
         now: Instant,
     ) -> Vec<LostHold> {
         let mut lost = Vec::new();
-        let mut table = self.table.lock();
+        let mut table = self.change();
         for node in batch {
             let stale = node.is_registered()
                 && node.watchdog() > 0
@@ -493,7 +530,7 @@ impl Registry {
 
     /// Loses every lease-only entry whose lease has run out. Returns the holds lost.
     pub(crate) fn expire_leases(&self, now: Instant) -> Vec<LostHold> {
-        let mut table = self.table.lock();
+        let mut table = self.change();
         let expired: Vec<Arc<Entry>> = table
             .nodes()
             .filter(|n| n.watchdog() == 0 && n.lease_deadline.get().is_some_and(|d| d <= now))
@@ -533,6 +570,13 @@ impl Registry {
                 }
             })
             .collect()
+    }
+}
+
+impl Drop for Registry {
+    /// A client dropped without `shutdown` takes its entries back from the held gauge.
+    fn drop(&mut self) {
+        HeldGauge::add(self.held.swap(0));
     }
 }
 

@@ -43,10 +43,7 @@ impl Watchdog {
         loop {
             let deadline = self.core.registry.next_lease_deadline();
             tokio::select! {
-                _ = shutdown.cancelled() => {
-                    self.core.registry.gauges.retire();
-                    return;
-                }
+                _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep_until(next_cycle) => {
                     let started = Instant::now();
                     self.renew_all().await;
@@ -69,7 +66,7 @@ impl Watchdog {
         let snapshot = registry.renewal_snapshot();
         let span = observe.renewal_span(client_id, snapshot.len());
         let cycle = self.renew(snapshot).instrument(span.clone()).await;
-        observe.renewal_cycle(&span, client_id, cycle, started.elapsed(), &registry.gauges);
+        observe.renewal_cycle(&span, client_id, cycle, started.elapsed());
     }
 
     /// The body of [`Watchdog::renew_all`], in its span: what the cycle did.

@@ -34,7 +34,7 @@ const JVM_FLAGS: [&str; 4] = [
 
 /// The `interop/` directory of this repository.
 pub fn interop_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop")
+    super::repo_root().join("interop")
 }
 
 /// `(redisson_version, jar)` for every version in `interop/versions.txt`, building them first
@@ -619,4 +619,35 @@ fn spawn_stderr_reader(err: std::process::ChildStderr, shared: Arc<Shared>, labe
             tail.push_back(line);
         }
     });
+}
+
+/// Scripts the server has run (`EVAL` and `EVALSHA`).
+pub fn script_calls(server: &super::RedisServer) -> u64 {
+    server.command_calls("eval") + server.command_calls("evalsha")
+}
+
+/// Waits until a Java waiter on `channel`, whose `lock()` began when the server had run
+/// `before` scripts, is subscribed and has made its attempt after subscribing (its second):
+/// only then is it waiting for the message.
+///
+/// Redisson then still has a window, between reading that attempt's answer and parking on its
+/// semaphore: 3.23.4 loses a `0` message there (a permit nobody takes; fixed in 3.28.0,
+/// #5761; seen here about once in eight runs), and every version loses a read-write lock's
+/// `1` (wake all) there, which releases as many permits as threads are parked at that moment
+/// (seen once with 4.7.0, in a full run with this binary's JVMs all busy). No event shows the
+/// thread is parked, so the unlock comes a grace period later.
+pub async fn until_java_waits(
+    _java: &JavaAgent,
+    server: &super::RedisServer,
+    channel: &str,
+    before: u64,
+) {
+    server.until_subscribers(channel, 1).await;
+    assert!(
+        super::eventually(Duration::from_secs(5), || script_calls(server)
+            >= before + 2)
+        .await,
+        "the Java waiter never made its second attempt"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }

@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod fleet;
 pub mod interop;
 pub mod java;
+pub mod monitor;
 pub mod proxy;
 pub mod sentinel;
 pub mod server_info;
@@ -309,11 +310,19 @@ pub async fn proxied_client(server: &RedisServer) -> (proxy::Proxy, LockClient) 
     proxied_client_with(server.port(), |c| c.with_watchdog_timeout(watchdog)).await
 }
 
+/// The repository's root (the library's folder): these fixtures serve the `rlock` crate's
+/// tests too, whose manifest is a folder below.
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    (manifest.ancestors())
+        .find(|dir| dir.join("interop/versions.txt").is_file())
+        .unwrap_or_else(|| panic!("no repository root above {}", manifest.display()))
+        .to_path_buf()
+}
+
 /// The text of `scripts/lua/<name>.lua`, the script the crate sends.
 pub fn script(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/lua")
-        .join(format!("{name}.lua"));
+    let path = repo_root().join("scripts/lua").join(format!("{name}.lua"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 

@@ -6,6 +6,8 @@
 //! line by line as events) and wait on their stdin (`read go`), so nothing here sleeps to let
 //! something happen.
 
+// The library's test fixtures (real servers, the cluster and sentinel groups, the Java agent).
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 // `run --metrics-addr`, in a file of its own (using this file's helpers).
@@ -17,6 +19,12 @@ mod top;
 // `run --kind` and `unlock --force` per kind.
 #[path = "cli/kinds.rs"]
 mod kinds;
+// On a cluster and through Sentinel.
+#[path = "cli/topologies.rs"]
+mod topologies;
+// `top` beside a real Redisson.
+#[path = "cli/redisson.rs"]
+mod redisson;
 // Fencing shown at work: a frozen holder's late write rejected by its token.
 #[path = "cli/fencing.rs"]
 mod fencing;
