@@ -39,8 +39,9 @@ mod transport;
 
 pub use client::LockClient;
 pub use config::{Config, PublishMode};
-pub use engine::registry::LostReason;
+pub use engine::registry::{Lease, LostReason};
 pub use error::{Error, Result};
+pub use kinds::acquire::Wait;
 pub use kinds::fenced::{FencedGuard, FencedLock};
 pub use kinds::guard::LockGuard;
 pub use kinds::lock::Lock;

@@ -425,3 +425,65 @@ async fn spent_latches_are_deleted_in_sweeps_and_at_shutdown() {
     client.shutdown().await;
     assert_eq!(latches(), Vec::<String>::new(), "a latch outlived shutdown");
 }
+
+/// `acquire(Wait, Lease)`, the acquire every other method is a shorthand for, on every kind
+/// of handle: a fixed lease sets the TTL, the watchdog's sets the watchdog timeout; a bounded
+/// wait on a held lock gives up (`None`) after its wait, `Wait::Never` at once; a bad lease
+/// is refused before anything is sent; the blocking API takes the same values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_takes_the_wait_and_the_lease_as_values() {
+    use redisson_lock::{Lease, Wait};
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let lease = Lease::Fixed(Duration::from_secs(20));
+    let held = client
+        .lock("terms")
+        .acquire(Wait::Never, lease)
+        .await
+        .unwrap()
+        .expect("free");
+    assert!((19_000..=20_000).contains(&pttl(&server, "terms")));
+
+    let other = client.lock("terms").with_owner(Owner::new());
+    let started = std::time::Instant::now();
+    let wait = Wait::AtMost(Duration::from_millis(300));
+    assert!(other
+        .acquire(wait, Lease::Watchdog)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "waited its wait"
+    );
+    assert!(other
+        .acquire(Wait::Never, Lease::Watchdog)
+        .await
+        .unwrap()
+        .is_none());
+    let fenced = client.fenced_lock("terms-fenced");
+    let zero = Lease::Fixed(Duration::ZERO);
+    let err = fenced.acquire(Wait::Forever, zero).await.unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+    assert_eq!(server.cmd::<i64>(&["EXISTS", "terms-fenced"]), 0);
+    held.unlock().await.unwrap();
+
+    let watchdog = client.config().watchdog_timeout().as_millis() as i64;
+    let guard = (other.acquire(Wait::Forever, Lease::Watchdog).await.unwrap()).unwrap();
+    assert!(pttl(&server, "terms") > watchdog - 1_000);
+    guard.unlock().await.unwrap();
+
+    // (A thread of its own: the blocking API refuses to run inside a runtime.)
+    let url = server.url();
+    let blocking = std::thread::spawn(move || {
+        let client = blocking::LockClient::connect(&url).unwrap();
+        let guard = (client.lock("terms-blocking"))
+            .acquire(Wait::AtMost(Duration::from_secs(1)), lease)
+            .unwrap()
+            .expect("free");
+        guard.unlock().unwrap();
+        client.shutdown();
+    });
+    tokio::task::block_in_place(|| blocking.join().unwrap());
+    client.shutdown().await;
+}

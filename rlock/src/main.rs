@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redisson_lock::{Config, LockClient, PublishMode};
+use redisson_lock::{Config, Lease, LockClient, PublishMode, Wait};
 
 use crate::duration::parse_duration;
 use crate::failure::{Failure, EXIT_CODES_HELP};
@@ -358,8 +358,8 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let args = run::RunArgs {
                 name,
                 kind,
-                wait,
-                lease,
+                wait: Wait::from_limit(wait),
+                lease: lease.map_or(Lease::Watchdog, Lease::Fixed),
                 grace,
                 foreground,
                 warn_after,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use redisson_lock::{Config, Lock, LockClient, LockGuard, LostReason};
+use redisson_lock::{Config, Lease, LockClient, LockGuard, LostReason, Wait};
 
 use crate::duration::format_duration;
 use crate::failure::{self, Failure};
@@ -35,10 +35,10 @@ pub struct RunArgs {
     pub name: String,
     /// Which kind of lock.
     pub kind: KindArg,
-    /// How long to wait for the lock: `None` forever, zero for a single attempt.
-    pub wait: Option<Duration>,
-    /// A fixed lease (no watchdog), or `None` for a watchdog-renewed lock.
-    pub lease: Option<Duration>,
+    /// How long to wait for the lock.
+    pub wait: Wait,
+    /// How long the lock is held: renewed by the watchdog, or a fixed lease.
+    pub lease: Lease,
     /// How long the command has between SIGTERM and SIGKILL once the lock is lost.
     pub grace: Duration,
     /// Keep the command in rlock's process group (so it can read the terminal); signals then
@@ -89,8 +89,15 @@ async fn hold_and_run(
     };
     let acquire = async {
         match args.kind {
-            KindArg::Fenced => acquire_fenced(client, args).await,
-            _ => acquire(&lock, args).await.map(|g| g.map(|g| (g, None))),
+            // The fenced lock's guard, with its token for the command.
+            KindArg::Fenced => (client.fenced_lock(args.name.clone()))
+                .acquire(args.wait, args.lease)
+                .await
+                .map(|g| {
+                    g.map(|g| (g.token(), g))
+                        .map(|(t, g)| (g.into_guard(), Some(t)))
+                }),
+            _ => (lock.acquire(args.wait, args.lease).await).map(|g| g.map(|g| (g, None))),
         }
     };
     // Acquiring is cancel safe: a signal while waiting leaves nothing behind.
@@ -104,7 +111,7 @@ async fn hold_and_run(
         }
     };
     let Some((guard, token)) = guard else {
-        let wait = args.wait.unwrap_or_default();
+        let wait = args.wait.limit().unwrap_or_default();
         return Err(Failure::new(
             failure::NOT_ACQUIRED,
             format!(
@@ -190,34 +197,6 @@ async fn hold_and_run(
         Ending::Lost(how) => Err(lost_failure(&args.name, guard.lost_reason(), how)),
         Ending::Exited(status) => release(guard, &args.name, process::exit_code(status)).await,
     }
-}
-
-/// Takes `lock` as `args` say: waiting forever or for `--wait`, on the watchdog or a
-/// `--lease`.
-async fn acquire(lock: &Lock, args: &RunArgs) -> redisson_lock::Result<Option<LockGuard>> {
-    match (args.wait, args.lease) {
-        (None, None) => lock.lock().await.map(Some),
-        (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
-        (Some(wait), None) => lock.try_lock_for(wait).await,
-        (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
-    }
-}
-
-/// As [`acquire`], for the fenced lock: its guard and its token.
-async fn acquire_fenced(
-    client: &LockClient,
-    args: &RunArgs,
-) -> redisson_lock::Result<Option<(LockGuard, Option<i64>)>> {
-    let lock = client.fenced_lock(args.name.clone());
-    let guard = match (args.wait, args.lease) {
-        (None, None) => lock.lock().await.map(Some),
-        (None, Some(lease)) => lock.lock_with_lease(lease).await.map(Some),
-        (Some(wait), None) => lock.try_lock_for(wait).await,
-        (Some(wait), Some(lease)) => lock.try_lock_for_with_lease(wait, lease).await,
-    }?;
-    Ok(guard
-        .map(|g| (g.token(), g))
-        .map(|(t, g)| (g.into_guard(), Some(t))))
 }
 
 /// Stops the command: SIGTERM, then SIGKILL if it is still running after `grace`. Returns how

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LockGuard, Runtime};
-use crate::{Owner, Result};
+use crate::{Lease, Owner, Result, Wait};
 
 /// A blocking [`crate::FencedLock`]: operations are made by the calling thread's owner.
 ///
@@ -119,72 +119,32 @@ impl FencedLock {
         }
     }
 
-    /// Blocks until acquired; watchdog-renewed. See [`crate::FencedLock::lock`].
+    /// Acquires the lock, blocking as `wait` says, held for `lease`; `None` when a bounded
+    /// wait ends without it. See [`crate::FencedLock::acquire`].
     ///
     /// ```no_run
+    /// use redisson_lock::{Lease, Wait};
     /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-    /// let guard = client.fenced_lock("ledger").lock()?;
-    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
+    /// if let Some(guard) = client.fenced_lock("ledger").acquire(Wait::Never, Lease::Watchdog)? {
+    ///     println!("token {}", guard.token());
+    /// }
+    /// # Ok::<(), redisson_lock::Error>(())
     /// ```
-    pub fn lock(&self) -> Result<FencedGuard> {
-        let g = self.run(|l| async move { l.lock().await })?;
-        Ok(self.guard(g))
-    }
-
-    /// Blocks until acquired, with a fixed lease. See [`crate::FencedLock::lock_with_lease`].
     ///
-    /// ```no_run
-    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-    /// let guard = client.fenced_lock("ledger").lock_with_lease(std::time::Duration::from_secs(5))?;
-    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
-    /// ```
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<FencedGuard> {
-        let g = self.run(|l| async move { l.lock_with_lease(lease).await })?;
-        Ok(self.guard(g))
-    }
-
-    /// One attempt. See [`crate::FencedLock::try_lock`].
+    /// # Errors
+    /// As [`crate::FencedLock::acquire`].
     ///
-    /// ```no_run
-    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-    /// let guard = client.fenced_lock("ledger").try_lock()?;
-    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
-    /// ```
-    pub fn try_lock(&self) -> Result<Option<FencedGuard>> {
-        let g = self.run(|l| async move { l.try_lock().await })?;
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<FencedGuard>> {
+        let g = self.run(|l| async move { l.acquire(wait, lease).await })?;
         Ok(g.map(|g| self.guard(g)))
     }
 
-    /// Waits at most `wait`. See [`crate::FencedLock::try_lock_for`].
-    ///
-    /// ```no_run
-    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-    /// let guard = client.fenced_lock("ledger").try_lock_for(std::time::Duration::from_secs(1))?;
-    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
-    /// ```
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<FencedGuard>> {
-        let g = self.run(|l| async move { l.try_lock_for(wait).await })?;
-        Ok(g.map(|g| self.guard(g)))
-    }
-
-    /// Waits at most `wait`, with a fixed lease. See
-    /// [`crate::FencedLock::try_lock_for_with_lease`].
-    ///
-    /// ```no_run
-    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
-    /// use std::time::Duration;
-    /// let lock = client.fenced_lock("ledger");
-    /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
-    /// # drop(guard); Ok::<(), redisson_lock::Error>(())
-    /// ```
-    pub fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<FencedGuard>> {
-        let g = self.run(|l| async move { l.try_lock_for_with_lease(wait, lease).await })?;
-        Ok(g.map(|g| self.guard(g)))
-    }
+    crate::kinds::acquire::blocking_acquire_methods!(
+        FencedGuard,
+        "let lock = client.fenced_lock(\"ledger\");"
+    );
 
     /// The newest token issued for this name. See [`crate::FencedLock::token`].
     ///

@@ -30,7 +30,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Config, Owner, Result};
+use crate::{Config, Lease, Owner, Result, Wait};
 
 pub use fenced::{FencedGuard, FencedLock};
 pub use multi::{MultiGuard, MultiLock, RedGuard, RedLock};
@@ -299,39 +299,34 @@ impl Lock {
         }
     }
 
-    /// Blocks until acquired; watchdog-renewed. See [`crate::Lock::lock`].
-    pub fn lock(&self) -> Result<LockGuard> {
-        let g = self.run(|l| async move { l.lock().await })?;
-        Ok(self.guard(g))
-    }
-
-    /// Blocks until acquired, with a fixed lease. See [`crate::Lock::lock_with_lease`].
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let g = self.run(|l| async move { l.lock_with_lease(lease).await })?;
-        Ok(self.guard(g))
-    }
-
-    /// One attempt. See [`crate::Lock::try_lock`].
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        let g = self.run(|l| async move { l.try_lock().await })?;
+    /// Acquires the lock, blocking as `wait` says, held for `lease`; `None` when a bounded
+    /// wait ends without it. See [`crate::Lock::acquire`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_lock::{Lease, Wait};
+    /// # fn demo(client: redisson_lock::blocking::LockClient) -> redisson_lock::Result<()> {
+    /// let lock = client.lock("orders:42");
+    /// if let Some(guard) = lock.acquire(Wait::AtMost(Duration::from_secs(2)), Lease::Watchdog)? {
+    ///     guard.unlock()?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::Lock::acquire`].
+    ///
+    /// # Panics
+    /// If called from inside an async runtime.
+    pub fn acquire(&self, wait: Wait, lease: Lease) -> Result<Option<LockGuard>> {
+        let g = self.run(|l| async move { l.acquire(wait, lease).await })?;
         Ok(g.map(|g| self.guard(g)))
     }
 
-    /// Waits at most `wait`. See [`crate::Lock::try_lock_for`].
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        let g = self.run(|l| async move { l.try_lock_for(wait).await })?;
-        Ok(g.map(|g| self.guard(g)))
-    }
-
-    /// Waits at most `wait`, with a fixed lease. See [`crate::Lock::try_lock_for_with_lease`].
-    pub fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LockGuard>> {
-        let g = self.run(|l| async move { l.try_lock_for_with_lease(wait, lease).await })?;
-        Ok(g.map(|g| self.guard(g)))
-    }
+    crate::kinds::acquire::blocking_acquire_methods!(
+        LockGuard,
+        "let lock = client.lock(\"orders:42\");"
+    );
 
     /// Runs `body` under the lock: acquires it (blocking until acquired, watchdog-renewed),
     /// calls `body` with the guard, and releases the lock when `body` returns.

@@ -96,7 +96,7 @@ fn runtime_of(parts: &[Lock]) -> Result<Arc<Runtime>> {
 
 /// The acquire methods both compositions share, each blocking the calling thread.
 macro_rules! acquire_methods {
-    ($async:ty, $guard:ident) => {
+    ($async:ty, $guard:ident, $example:literal) => {
         fn run<T>(&self, op: impl AsyncFnOnce($async) -> Result<T>) -> Result<T> {
             let inner = <$async>::new(async_parts(&self.parts))?;
             self.runtime.block_on(op(inner))
@@ -109,54 +109,21 @@ macro_rules! acquire_methods {
             }
         }
 
-        /// Blocks until acquired (each part watchdog-renewed).
+        /// Acquires every part (a majority, for a RedLock), blocking as `wait` says, each
+        /// held for `lease`; `None` (and nothing held) when a bounded wait ends without them.
+        /// See the async kind's `acquire`.
+        ///
+        /// # Errors
+        /// As the async kind's `acquire`.
         ///
         /// # Panics
         /// If called from inside an async runtime.
-        pub fn lock(&self) -> Result<$guard> {
-            let g = self.run(async |l| l.lock().await)?;
-            Ok(self.guard(g))
-        }
-
-        /// Blocks until acquired, each part with a fixed lease.
-        ///
-        /// # Panics
-        /// If called from inside an async runtime.
-        pub fn lock_with_lease(&self, lease: Duration) -> Result<$guard> {
-            let g = self.run(async |l| l.lock_with_lease(lease).await)?;
-            Ok(self.guard(g))
-        }
-
-        /// One attempt per part, no waiting.
-        ///
-        /// # Panics
-        /// If called from inside an async runtime.
-        pub fn try_lock(&self) -> Result<Option<$guard>> {
-            let g = self.run(async |l| l.try_lock().await)?;
+        pub fn acquire(&self, wait: crate::Wait, lease: crate::Lease) -> Result<Option<$guard>> {
+            let g = self.run(async |l| l.acquire(wait, lease).await)?;
             Ok(g.map(|g| self.guard(g)))
         }
 
-        /// Waits at most `wait` in all.
-        ///
-        /// # Panics
-        /// If called from inside an async runtime.
-        pub fn try_lock_for(&self, wait: Duration) -> Result<Option<$guard>> {
-            let g = self.run(async |l| l.try_lock_for(wait).await)?;
-            Ok(g.map(|g| self.guard(g)))
-        }
-
-        /// Waits at most `wait` in all, each part held for a fixed `lease`.
-        ///
-        /// # Panics
-        /// If called from inside an async runtime.
-        pub fn try_lock_for_with_lease(
-            &self,
-            wait: Duration,
-            lease: Duration,
-        ) -> Result<Option<$guard>> {
-            let g = self.run(async |l| l.try_lock_for_with_lease(wait, lease).await)?;
-            Ok(g.map(|g| self.guard(g)))
-        }
+        crate::kinds::acquire::blocking_acquire_methods!($guard, $example);
     };
 }
 
@@ -220,7 +187,11 @@ impl MultiLock {
         Ok(MultiLock { parts, runtime })
     }
 
-    acquire_methods!(crate::MultiLock, MultiGuard);
+    acquire_methods!(
+        crate::MultiLock,
+        MultiGuard,
+        "let lock = redisson_lock::blocking::MultiLock::new([client.lock(\"a\"), client.lock(\"b\")])?;"
+    );
 }
 
 impl RedLock {
@@ -240,7 +211,11 @@ impl RedLock {
         crate::kinds::red_lock::quorum_of(self.parts.len())
     }
 
-    acquire_methods!(crate::RedLock, RedGuard);
+    acquire_methods!(
+        crate::RedLock,
+        RedGuard,
+        "let lock = redisson_lock::blocking::RedLock::new([client.lock(\"a\"), client.lock(\"b\"), client.lock(\"c\")])?;"
+    );
 }
 
 impl MultiGuard {

@@ -40,12 +40,26 @@ use signal::{clock_base, AtomicStamp};
 
 pub(crate) use crate::config::MAX_LEASE;
 
-/// How a hold's lease is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lease {
-    /// No lease given: the watchdog timeout, renewed while held.
+/// How long a lock is held once acquired: what every kind's `acquire` takes beside its
+/// [`Wait`](crate::Wait).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redisson_lock::{Lease, Wait};
+///
+/// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+/// // Redisson's lock(10, SECONDS): a TTL of 10 s, never renewed.
+/// let guard = client.lock("reports").acquire(Wait::Forever, Lease::Fixed(Duration::from_secs(10))).await?;
+/// # drop(guard); Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Lease {
+    /// The watchdog timeout (30 s by default), renewed every third of it while the guard
+    /// lives (Redisson's `lock()` without a lease).
+    #[default]
     Watchdog,
-    /// A fixed lease: never renewed.
+    /// A fixed lease, at least 1 ms and at most 100 years: never renewed; the lock expires
+    /// then unless released first.
     Fixed(Duration),
 }
 

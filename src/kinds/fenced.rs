@@ -9,7 +9,7 @@ use crate::engine::acquire::Granted;
 use crate::engine::registry::Lease;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
-use crate::kinds::lock::{fixed_lease, run_guarded, Lock};
+use crate::kinds::lock::{run_guarded, Lock};
 use crate::names;
 use crate::owner::Owner;
 use crate::raw::fenced::FENCED;
@@ -152,101 +152,12 @@ impl FencedLock {
         self.lock.key()
     }
 
-    /// Acquires the lock, waiting as long as it takes (watchdog-renewed), as [`Lock::lock`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
-    /// let guard = client.fenced_lock("ledger").lock().await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Lock::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::lock`]: a dropped call leaves no hold behind (the token it may have been
-    /// given is spent: tokens only ever grow, with gaps).
-    pub async fn lock(&self) -> Result<FencedGuard> {
-        self.acquire(None, Lease::Watchdog)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// Acquires the lock with a fixed `lease`, as [`Lock::lock_with_lease`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
-    /// let guard = client.fenced_lock("ledger").lock_with_lease(std::time::Duration::from_secs(10)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Lock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`FencedLock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<FencedGuard> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(None, lease)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// One attempt, no waiting, as [`Lock::try_lock`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
-    /// if let Some(guard) = client.fenced_lock("ledger").try_lock().await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`FencedLock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<FencedGuard>> {
-        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` for the lock, as [`Lock::try_lock_for`] (Redisson's
-    /// `tryLockAndGetToken(wait, unit)`).
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
-    /// let guard = client.fenced_lock("ledger").try_lock_for(std::time::Duration::from_secs(1)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`FencedLock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<FencedGuard>> {
-        self.acquire(Some(wait), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` for the lock, held for a fixed `lease`, as
-    /// [`Lock::try_lock_for_with_lease`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = client.fenced_lock("ledger");
-    /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Lock::try_lock_for_with_lease`].
-    ///
-    /// # Cancel safety
-    /// As [`FencedLock::lock`].
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<FencedGuard>> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(Some(wait), lease).await
-    }
+    crate::kinds::acquire::acquire_methods!(
+        FencedGuard,
+        "let lock = client.fenced_lock(\"ledger\");",
+        "As [`Lock::acquire`]: a dropped call leaves no hold behind (the token it may have been \
+         given is spent: tokens only ever grow, with gaps)."
+    );
 
     /// Runs `body` under the lock, given the acquisition's token, as [`Lock::with_lock`].
     ///
@@ -365,7 +276,11 @@ impl FencedLock {
         self.lock.remaining_lease().await
     }
 
-    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<FencedGuard>> {
+    async fn acquire_within(
+        &self,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<FencedGuard>> {
         let Some(Granted { hold, token }) = self.lock.acquire_granted(wait, lease).await? else {
             return Ok(None);
         };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::engine::acquire::{Granted, Target};
-use crate::engine::registry::{Lease, MAX_LEASE};
+use crate::engine::registry::Lease;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
@@ -206,71 +206,12 @@ impl Lock {
         }
     }
 
-    /// Acquires the lock, waiting as long as it takes; the watchdog renews it while held.
-    ///
-    /// # Errors
-    /// [`Error::WrongType`] if the key holds something else; [`Error::Connection`] if Redis
-    /// cannot be reached for the first attempt (later connection errors while waiting are
-    /// retried); [`Error::Shutdown`] after [`LockClient::shutdown`](crate::LockClient::shutdown).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: dropping the future at any point leaves no hold behind (an attempt in
-    /// flight is finished in the background and released if it succeeded).
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire(None, Lease::Watchdog)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// Acquires the lock with a fixed `lease`, waiting as long as it takes. No watchdog: the
-    /// lock expires after `lease` unless released first, and the guard's lock-lost signal fires
-    /// then.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`Lock::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(None, lease)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// One attempt, no waiting: `Some(guard)` if acquired (watchdog-renewed), `None` if held by
-    /// another owner.
-    ///
-    /// # Cancel safety
-    /// As [`Lock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` for the lock (watchdog-renewed once acquired); `None` on timeout.
-    ///
-    /// # Cancel safety
-    /// As [`Lock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire(Some(wait), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` for the lock, held for a fixed `lease` (no watchdog); `None` on
-    /// timeout (Redisson's `tryLock(wait, lease, unit)`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`Lock::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`Lock::lock`].
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LockGuard>> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(Some(wait), lease).await
-    }
+    crate::kinds::acquire::acquire_methods!(
+        LockGuard,
+        "let lock = client.lock(\"orders:42\");",
+        "Cancel safe: dropping the future at any point leaves no hold behind (an attempt in \
+         flight is finished in the background and released if it succeeded)."
+    );
 
     /// Runs `body` under the lock, the safe way to use a lock in one call: acquires it
     /// (waiting as long as it takes, watchdog-renewed, like [`Lock::lock`]), runs the body
@@ -415,7 +356,7 @@ impl Lock {
     }
 
     /// The acquire loop shared by every acquiring method. `wait: None` waits forever.
-    pub(crate) async fn acquire(
+    pub(crate) async fn acquire_within(
         &self,
         wait: Option<Duration>,
         lease: Lease,
@@ -444,20 +385,6 @@ impl Lock {
         };
         target.acquire(owner, field, wait, lease).await
     }
-}
-
-pub(crate) fn fixed_lease(lease: Duration) -> Result<Lease> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::InvalidArgument(format!(
-            "lease must be at least 1 ms, got {lease:?}"
-        )));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::InvalidArgument(format!(
-            "lease {lease:?} is longer than the maximum of 100 years"
-        )));
-    }
-    Ok(Lease::Fixed(lease))
 }
 
 /// Runs `body` while `guard` holds, dropping it the moment the lock is lost, then releases

@@ -3,6 +3,7 @@
 //! RAII guard (`LockGuard`). A new Redisson lock kind (fenced, fair, read-write, spin) goes
 //! here as a file of its own, with its scripts under `raw/`.
 
+pub(crate) mod acquire;
 pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod lock;

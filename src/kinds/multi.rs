@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::engine::registry::Lease;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
-use crate::kinds::lock::{fixed_lease, Lock};
+use crate::kinds::lock::Lock;
 
 /// Per lock, the budget of one round of [`MultiLock::lock`] (Redisson's 1500 ms per lock).
 const ROUND_PER_LOCK: Duration = Duration::from_millis(1500);
@@ -87,100 +87,12 @@ impl MultiLock {
         &self.locks
     }
 
-    /// Acquires every lock, waiting as long as it takes (each watchdog-renewed).
-    ///
-    /// ```no_run
-    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
-    /// let guard = both.lock().await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Lock::lock`], for any of the locks (the ones already taken are released).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the locks already taken are released in the background, and the one being
-    /// acquired leaves no hold behind, as [`Lock::lock`].
-    pub async fn lock(&self) -> Result<MultiGuard> {
-        self.acquire(None, Lease::Watchdog)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// Acquires every lock with a fixed `lease` each (no watchdog), waiting as long as it takes.
-    /// Each lease starts when its lock is taken.
-    ///
-    /// ```no_run
-    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
-    /// let guard = both.lock_with_lease(std::time::Duration::from_secs(10)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`MultiLock::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`MultiLock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(None, lease)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// One attempt per lock, no waiting: `None` (and nothing held) if any is held elsewhere.
-    ///
-    /// ```no_run
-    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
-    /// if let Some(guard) = both.try_lock().await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`MultiLock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` in all for every lock; `None` (and nothing held) on timeout.
-    ///
-    /// ```no_run
-    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
-    /// let guard = both.try_lock_for(std::time::Duration::from_secs(2)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`MultiLock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
-        self.acquire(Some(wait), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` in all, each lock held for a fixed `lease` (Redisson's
-    /// `tryLock(wait, lease, unit)`).
-    ///
-    /// ```no_run
-    /// # async fn demo(both: redisson_lock::MultiLock) -> redisson_lock::Result<()> {
-    /// use std::time::Duration;
-    /// let guard = both.try_lock_for_with_lease(Duration::from_secs(2), Duration::from_secs(30)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease.
-    ///
-    /// # Cancel safety
-    /// As [`MultiLock::lock`].
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<MultiGuard>> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(Some(wait), lease).await
-    }
+    crate::kinds::acquire::acquire_methods!(
+        MultiGuard,
+        "let lock = redisson_lock::MultiLock::new([client.lock(\"a\"), client.lock(\"b\")])?;",
+        "Cancel safe: the locks already taken are released in the background, and the one being \
+         acquired leaves no hold behind, as [`Lock::acquire`]."
+    );
 
     /// Whether the current owner holds every one of the locks (Redisson's `isHeldByThread`).
     ///
@@ -198,7 +110,11 @@ impl MultiLock {
         Ok(true)
     }
 
-    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<MultiGuard>> {
+    async fn acquire_within(
+        &self,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<MultiGuard>> {
         loop {
             let round = wait.unwrap_or_else(|| round(self.locks.len()));
             // (A wait too long to represent is a wait without end.)
@@ -210,7 +126,7 @@ impl MultiLock {
                     (_, Some(deadline)) => Some(deadline.saturating_duration_since(Instant::now())),
                     (_, None) => None,
                 };
-                match lock.acquire(left, lease).await {
+                match lock.acquire_within(left, lease).await {
                     Ok(Some(guard)) => guards.push(guard),
                     Ok(None) => break,
                     Err(err) => {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::engine::registry::Lease;
 use crate::error::{Error, Result};
 use crate::kinds::guard::LockGuard;
-use crate::kinds::lock::{fixed_lease, Lock};
+use crate::kinds::lock::Lock;
 use crate::kinds::multi::{distinct_locks, more_lost_than, release_all, round};
 
 /// A majority of `parts`: `N/2 + 1`.
@@ -110,103 +110,19 @@ impl RedLock {
         &self.locks
     }
 
-    /// Acquires a majority, waiting as long as it takes (each part watchdog-renewed), in tries
-    /// of `1.5 s` per part plus a random part, as Redisson's `lock()`.
-    ///
-    /// ```no_run
-    /// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
-    /// let guard = red.lock().await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] if a part refuses its input (a name no server can take).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the parts already taken are released in the background, and the one being
-    /// acquired leaves no hold behind, as [`Lock::lock`].
-    pub async fn lock(&self) -> Result<RedGuard> {
-        self.acquire(None, Lease::Watchdog)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
+    crate::kinds::acquire::acquire_methods!(
+        RedGuard,
+        "let lock = redisson_lock::RedLock::new([client.lock(\"a\"), client.lock(\"b\"), client.lock(\"c\")])?;",
+        "Cancel safe: the parts already taken are released in the background, and the one being \
+         acquired leaves no hold behind, as [`Lock::acquire`]. Waiting forever takes a majority \
+         in tries of `1.5 s` per part plus a random part, as Redisson's `lock()`."
+    );
 
-    /// Acquires a majority with a fixed `lease` for each part (each lease starts when its part
-    /// is taken), waiting as long as it takes.
-    ///
-    /// ```no_run
-    /// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
-    /// let guard = red.lock_with_lease(std::time::Duration::from_secs(10)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease; otherwise as [`RedLock::lock`].
-    ///
-    /// # Cancel safety
-    /// As [`RedLock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedGuard> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(None, lease)
-            .await
-            .map(|g| g.expect("an unbounded wait ends only by acquiring"))
-    }
-
-    /// One attempt per part, no waiting: `None` (and nothing held) without a majority.
-    ///
-    /// ```no_run
-    /// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
-    /// if let Some(guard) = red.try_lock().await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`RedLock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<RedGuard>> {
-        self.acquire(Some(Duration::ZERO), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` in all for a majority; `None` (and nothing held) on timeout.
-    ///
-    /// ```no_run
-    /// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
-    /// let guard = red.try_lock_for(std::time::Duration::from_secs(2)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Cancel safety
-    /// As [`RedLock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<RedGuard>> {
-        self.acquire(Some(wait), Lease::Watchdog).await
-    }
-
-    /// Waits at most `wait` in all, each part held for a fixed `lease` (Redisson's
-    /// `tryLock(wait, lease, unit)`).
-    ///
-    /// ```no_run
-    /// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
-    /// use std::time::Duration;
-    /// let guard = red.try_lock_for_with_lease(Duration::from_secs(2), Duration::from_secs(30)).await?;
-    /// # drop(guard); Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero lease.
-    ///
-    /// # Cancel safety
-    /// As [`RedLock::lock`].
-    pub async fn try_lock_for_with_lease(
+    async fn acquire_within(
         &self,
-        wait: Duration,
-        lease: Duration,
+        wait: Option<Duration>,
+        lease: Lease,
     ) -> Result<Option<RedGuard>> {
-        let lease = fixed_lease(lease)?;
-        self.acquire(Some(wait), lease).await
-    }
-
-    async fn acquire(&self, wait: Option<Duration>, lease: Lease) -> Result<Option<RedGuard>> {
         let n = self.locks.len();
         let allowed_failures = n - self.quorum();
         loop {
@@ -246,7 +162,7 @@ impl RedLock {
                     }
                     (_, None) => None,
                 };
-                match lock.acquire(part_wait, lease).await {
+                match lock.acquire_within(part_wait, lease).await {
                     Ok(Some(guard)) => guards.push(guard),
                     Err(err) if err.is_invalid_input() => {
                         release_all(guards).await;
