@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::inspect::{LockInfo, Scan, ServerStats};
+use crate::inspect::{LockInfo, ReplicaSyncState, Scan, ServerStats};
 use crate::kinds::fenced::FencedLock;
 use crate::kinds::lock::Lock;
 use crate::kinds::read_write::ReadWriteLock;
@@ -267,7 +267,22 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub async fn server_stats(&self) -> Result<ServerStats> {
-        crate::inspect::server_stats(self.engine.core.protocol.connection()).await
+        let protocol = &self.engine.core.protocol;
+        crate::inspect::server_stats(protocol.connection(), self.replica_sync()).await
+    }
+
+    /// Whether this client's lock writes wait for replicas right now: off, on, or
+    /// unavailable (left at its default on a server without `WAIT`, which the client found at
+    /// connect or at the first `WAIT` the server refused; see
+    /// [`Config::with_replica_sync`](crate::Config::with_replica_sync)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) {
+    /// println!("replica sync: {}", client.replica_sync().as_str());
+    /// # }
+    /// ```
+    pub fn replica_sync(&self) -> ReplicaSyncState {
+        ReplicaSyncState::of(self.engine.core.protocol.replica_sync().map(|s| &**s))
     }
 
     /// How many held locks the watchdog is renewing right now.

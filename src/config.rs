@@ -93,6 +93,8 @@ pub struct Config {
     tls_root_cert: Option<Vec<u8>>,
     local_handoff: bool,
     replica_sync: Option<Duration>,
+    /// Replica sync set by [`Config::with_replica_sync`], not left at its default.
+    replica_sync_required: bool,
     lock_names_in_metrics: bool,
     hold_warning: Option<Duration>,
     fair_lock_wait_timeout: Duration,
@@ -239,6 +241,7 @@ impl Config {
             tls_root_cert: None,
             local_handoff: true,
             replica_sync: Some(Self::DEFAULT_REPLICA_SYNC_TIMEOUT),
+            replica_sync_required: false,
             lock_names_in_metrics: false,
             hold_warning: None,
             fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
@@ -313,6 +316,14 @@ impl Config {
     /// does (nor does Redisson's single-server mode). Releases that would `WAIT` do not hand
     /// off locally.
     ///
+    /// A server without `WAIT` (some managed services refuse it): left at its default, replica
+    /// sync is given up there, said once in a `warn` event and by
+    /// [`LockClient::replica_sync`](crate::LockClient::replica_sync), as Redisson does since
+    /// 3.26.1; set here (`Some`), the client refuses to connect to it
+    /// ([`Error::Unsupported`](crate::Error::Unsupported)), and where the ACL hides `COMMAND`
+    /// so that cannot be checked, each write the server refuses to `WAIT` for counts as not
+    /// replicated.
+    ///
     /// ```
     /// use std::time::Duration;
     /// let config = redisson_lock::Config::sentinel("mymaster", ["redis://10.0.0.1:26379"])?
@@ -322,7 +333,23 @@ impl Config {
     /// ```
     pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.replica_sync = timeout;
+        self.replica_sync_required = timeout.is_some();
         self
+    }
+
+    /// Whether replica sync was asked for with [`Config::with_replica_sync`] (then a server
+    /// without `WAIT` is refused) rather than left at its default (then it is given up there).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redisson_lock::Config::sentinel("mymaster", ["redis://10.0.0.1:26379"])?;
+    /// assert!(config.replica_sync().is_some() && !config.replica_sync_required());
+    /// let config = config.with_replica_sync(Some(Duration::from_secs(1)));
+    /// assert!(config.replica_sync_required());
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn replica_sync_required(&self) -> bool {
+        self.replica_sync_required
     }
 
     /// How long lock writes wait for replicas, if they do ([`Config::with_replica_sync`]).
@@ -647,6 +674,7 @@ impl fmt::Debug for Config {
             .field("local_handoff", &self.local_handoff)
             .field("service_name", &self.service_name)
             .field("replica_sync", &self.replica_sync)
+            .field("replica_sync_required", &self.replica_sync_required)
             .field(
                 "tls_root_cert",
                 &self.tls_root_cert.as_ref().map(|_| "<pem>"),

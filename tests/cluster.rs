@@ -122,7 +122,8 @@ fn reads_processed() -> std::collections::HashMap<u16, u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_locks_on_every_slot_each_cycle() {
     use futures::StreamExt;
-    let _steady = RedisCluster::steady().await;
+    // (Exclusive: other tests' scripts would be counted as renewals.)
+    let _exclusive = RedisCluster::exclusive().await;
     let client = client_with(|c| c.with_watchdog_timeout(Duration::from_millis(1500))).await;
     let count = 10_000;
     let acquiring = Instant::now();
@@ -548,11 +549,13 @@ async fn lock_writes_wait_for_the_masters_replica() {
     let waits = || cluster::get().command_calls("WAIT")[&master];
     for (sync, expected) in [(true, 2), (false, 0)] {
         let client = client_with(|c| if sync { c } else { c.with_replica_sync(None) }).await;
-        // (Scripts loaded first: a NOSCRIPT would add a WAIT of its own.)
-        let guard = client.lock(&name).lock().await.unwrap();
+        // (Scripts loaded first: a NOSCRIPT would add a WAIT of its own. Fixed leases: a
+        // watchdog hold's renewal would too.)
+        let lease = Duration::from_secs(30);
+        let guard = client.lock(&name).lock_with_lease(lease).await.unwrap();
         guard.unlock().await.unwrap();
         let before = waits();
-        let guard = client.lock(&name).lock().await.unwrap();
+        let guard = client.lock(&name).lock_with_lease(lease).await.unwrap();
         guard.unlock().await.unwrap();
         assert_eq!(
             waits() - before,
@@ -570,7 +573,11 @@ async fn lock_writes_wait_for_the_masters_replica() {
 async fn a_flushed_script_cache_at_every_master_is_met_by_eval_there() {
     let _steady = RedisCluster::steady().await;
     let lease = Duration::from_millis(1500);
-    let holder = client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let holder = client_with(|c| {
+        c.with_watchdog_timeout(lease)
+            .with_service_name("flushed-holder")
+    })
+    .await;
     let names: Vec<String> = (0..3).map(|m| key_on_master("flushed", m)).collect();
     let mut guards = Vec::new();
     for name in &names {
@@ -580,16 +587,15 @@ async fn a_flushed_script_cache_at_every_master_is_met_by_eval_there() {
         .iter()
         .map(|n| cluster::get().master_of(n).port)
         .collect();
-    let evals = || cluster::get().command_calls("eval");
-    let before = evals();
+    // Only the holder's EVALs count: the flush turns other tests' scripts there into EVALs too.
+    let monitors: Vec<_> = (masters.iter())
+        .map(|&port| support::monitor::Monitor::start(port))
+        .collect();
     for &port in &masters {
         let _: String = cluster::get().node(port).cmd(&["SCRIPT", "FLUSH"]).unwrap();
     }
     let renewed_by_eval = support::eventually(lease * 2, || {
-        let now = evals();
-        masters
-            .iter()
-            .all(|p| now[p] > before.get(p).copied().unwrap_or(0))
+        (monitors.iter()).all(|m| m.count("eval", "flushed-holder") > 0)
     })
     .await;
     assert!(renewed_by_eval, "each master ran the renewal as EVAL");

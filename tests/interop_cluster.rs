@@ -256,7 +256,9 @@ async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
     s.java.lock_lease(&name, "a", LONG_LEASE_MS).await.unwrap();
     s.java.unlock(&name, "a").await.unwrap();
     support::load_scripts(&s.rust).await;
-    let guard = s.rust.lock(&name).lock().await.unwrap();
+    // (A fixed lease, as Java's: a watchdog hold's renewal would add a WAIT of its own.)
+    let lease = Duration::from_millis(LONG_LEASE_MS);
+    let guard = s.rust.lock(&name).lock_with_lease(lease).await.unwrap();
     guard.unlock().await.unwrap();
 
     let before = waits();
@@ -264,7 +266,9 @@ async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
     s.java.unlock(&name, "a").await.unwrap();
     let java = waits() - before;
     let before = waits();
-    let guard = s.rust.lock(&name).lock().await.unwrap();
+    // (A fixed lease, as Java's: a watchdog hold's renewal would add a WAIT of its own.)
+    let lease = Duration::from_millis(LONG_LEASE_MS);
+    let guard = s.rust.lock(&name).lock_with_lease(lease).await.unwrap();
     guard.unlock().await.unwrap();
     let rust = waits() - before;
     println!(

@@ -21,7 +21,14 @@ async fn a_spin_waiter_polls_subscribes_to_nothing_and_no_unlock_publishes() {
     let client = server.client().await;
     let name = "spin";
     let lock = client.spin_lock(name);
-    let held = lock.clone().with_owner(Owner::new()).lock().await.unwrap();
+    // A fixed lease: a watchdog hold's renewals (an EVALSHA every 0.5 s here) would make up
+    // the waiter's attempts counted below by themselves within PROMPT.
+    let held = lock
+        .clone()
+        .with_owner(Owner::new())
+        .lock_with_lease(Duration::from_secs(30))
+        .await
+        .unwrap();
     let reentered = lock
         .clone()
         .with_owner(Owner::new())

@@ -201,8 +201,13 @@ async fn a_later_waiter_joins_the_subscription_already_there() {
     let server = RedisServer::start();
     let client = server.client().await;
     let lock = client.lock("relay");
+    // Every hold on a fixed lease: a watchdog hold's renewal (every 0.5 s here) would be an
+    // EVALSHA in the count below.
     let first = lock.lock_with_lease(LONG_LEASE).await.unwrap();
-    let second = spawn_waiter(&client, "relay");
+    let second = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.lock_with_lease(LONG_LEASE).await.unwrap() }
+    });
     server.until_subscribers(&channel("relay"), 1).await;
     let subscribes = server.command_calls("subscribe");
     first.unlock().await.unwrap();
@@ -212,7 +217,7 @@ async fn a_later_waiter_joins_the_subscription_already_there() {
     let before = server.command_calls("evalsha");
     let mut third = Box::pin({
         let lock = lock.clone();
-        async move { lock.lock().await.unwrap() }
+        async move { lock.lock_with_lease(LONG_LEASE).await.unwrap() }
     });
     assert!(
         futures::poll!(third.as_mut()).is_pending(),

@@ -296,14 +296,15 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let info = runtime.block_on(async {
                 let client = LockClient::with_config(config).await?;
                 let info = client.inspect(&name).await;
+                let replica_sync = client.replica_sync();
                 client.shutdown().await;
-                info
+                info.map(|info| (info, replica_sync))
             });
-            let info = info.map_err(Failure::from_lock)?;
+            let (info, replica_sync) = info.map_err(Failure::from_lock)?;
             let text = if json {
-                format!("{}\n", status::to_json(&info))
+                format!("{}\n", status::status_json(&info, replica_sync))
             } else {
-                status::to_text(&info)
+                status::to_text(&info, replica_sync)
             };
             print_stdout(&text);
             Ok(0)

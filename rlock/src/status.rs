@@ -4,13 +4,14 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use redisson_lock::inspect::{ClientName, LockInfo, LockState};
+use redisson_lock::inspect::{ClientName, LockInfo, LockState, ReplicaSyncState};
 use redisson_lock::names::split_field;
 use serde_json::{json, Value as Json};
 
 use crate::duration::format_duration;
 
-/// The stable JSON object of `status --json` (every field always present; see README).
+/// The stable JSON object of a lock in `status --json` and `top --json` (every field always
+/// present; see README).
 pub fn to_json(info: &LockInfo) -> Json {
     let owners: Vec<Json> = (info.holders.iter())
         .map(|o| {
@@ -71,8 +72,17 @@ pub fn client_text(client: &ClientName) -> String {
     )
 }
 
-/// The human-readable report: a headline, then one line per fact.
-pub fn to_text(info: &LockInfo) -> String {
+/// `status --json`: the lock's object, and the client's `replica_sync` as it ran (`on`, `off`,
+/// or `unavailable`: the server has no `WAIT`).
+pub fn status_json(info: &LockInfo, replica_sync: ReplicaSyncState) -> Json {
+    let mut json = to_json(info);
+    json["replica_sync"] = Json::from(replica_sync.as_str());
+    json
+}
+
+/// The human-readable report: a headline, then one line per fact (replica sync only when the
+/// server made the client give it up).
+pub fn to_text(info: &LockInfo, replica_sync: ReplicaSyncState) -> String {
     let mut out = String::new();
     let key_note = if info.key == info.name {
         String::new()
@@ -142,6 +152,12 @@ pub fn to_text(info: &LockInfo) -> String {
             .map(|d| format!("  gives up at {d} (epoch ms)"))
             .unwrap_or_default();
         let _ = writeln!(out, "  waiting  #{} {}{deadline}", i + 1, w.field);
+    }
+    if replica_sync == ReplicaSyncState::Unavailable {
+        let _ = writeln!(
+            out,
+            "  replicas not waited for: the server has no WAIT (a failover may lose a lock)"
+        );
     }
     out
 }

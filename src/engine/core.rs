@@ -20,6 +20,7 @@ use crate::raw::Protocol;
 use crate::transport::connect;
 use crate::transport::naming::ConnName;
 use crate::transport::pubsub::Hub;
+use crate::transport::replica_sync::ReplicaSync;
 
 /// How long a shutdown keeps trying to delete spent latches when Redis is not answering (a
 /// connection being re-made after a cut): each would otherwise linger for its PX.
@@ -176,9 +177,10 @@ impl Engine {
         ));
         let mut conn = connect::open(&config, None).await?;
         let mode = connect::publish_mode(&mut conn, &config).await?;
-        connect::require_replica_sync(&mut conn, &config).await?;
+        let replica_sync = ReplicaSync::new(&config, conn.counts_replicas());
+        connect::check_replica_sync(&mut conn, replica_sync.as_deref()).await?;
         let cluster = conn.is_cluster();
-        let protocol = Protocol::new(conn.clone(), mode.publish_command(), config.replica_sync());
+        let protocol = Protocol::new(conn.clone(), mode.publish_command(), replica_sync.clone());
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
@@ -258,6 +260,8 @@ impl Engine {
 async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();
+    // (One replica sync for the client: a server found without WAIT is so for both.)
+    let replica_sync = core.protocol.replica_sync().cloned();
     // (Its own connections, the client's view of the cluster or the sentinels' master.)
     let client_conn = core.protocol.connection().clone();
     let (ready, connected) = oneshot::channel();
@@ -281,7 +285,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                 match opened {
                     Ok(conn) => {
                         let watchdog = Watchdog {
-                            protocol: Protocol::new(conn, publish, config.replica_sync()),
+                            protocol: Protocol::new(conn, publish, replica_sync),
                             core,
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),

@@ -17,7 +17,7 @@ pub use clients::ClientName;
 pub(crate) use read::inspect;
 pub use scan::Scan;
 pub(crate) use stats::server_stats;
-pub use stats::ServerStats;
+pub use stats::{ReplicaSyncState, ServerStats};
 
 /// Whether a lock's key holds a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

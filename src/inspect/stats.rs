@@ -2,6 +2,7 @@
 //! scripts they have run.
 
 use crate::error::{Error, Result};
+use crate::transport::replica_sync::ReplicaSync;
 use crate::transport::Connection;
 
 /// The servers behind a client, as an operator's view heads them: from
@@ -24,9 +25,61 @@ pub struct ServerStats {
     /// `EVAL` and `EVALSHA` calls so far, summed over the masters (`INFO commandstats`;
     /// every Redisson lock operation is one, as is every operation of this crate).
     pub script_calls: u64,
+    /// Whether this client's lock writes wait for replicas.
+    pub replica_sync: ReplicaSyncState,
 }
 
-pub(crate) async fn server_stats(conn: &Connection) -> Result<ServerStats> {
+/// Whether a client's lock writes wait for the master's replicas
+/// ([`Config::with_replica_sync`](crate::Config::with_replica_sync)), as it runs:
+/// [`LockClient::replica_sync`](crate::LockClient::replica_sync).
+///
+/// ```no_run
+/// use redisson_lock::inspect::ReplicaSyncState;
+/// # async fn demo(client: redisson_lock::LockClient) {
+/// if client.replica_sync() == ReplicaSyncState::Unavailable {
+///     eprintln!("this server has no WAIT: a failover may lose a lock");
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaSyncState {
+    /// Off (turned off, or a standalone server, where no client waits for replicas).
+    Off,
+    /// Each lock write waits for the replicas (`WAIT`).
+    On,
+    /// Left at its default on a server without `WAIT` (some managed services): given up.
+    Unavailable,
+}
+
+impl ReplicaSyncState {
+    /// `off`, `on` or `unavailable`.
+    ///
+    /// ```
+    /// use redisson_lock::inspect::ReplicaSyncState;
+    /// assert_eq!(ReplicaSyncState::Unavailable.as_str(), "unavailable");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplicaSyncState::Off => "off",
+            ReplicaSyncState::On => "on",
+            ReplicaSyncState::Unavailable => "unavailable",
+        }
+    }
+
+    /// The state of `sync` (a client's replica sync, `None` when off).
+    pub(crate) fn of(sync: Option<&ReplicaSync>) -> ReplicaSyncState {
+        match sync {
+            None => ReplicaSyncState::Off,
+            Some(sync) if sync.unavailable() => ReplicaSyncState::Unavailable,
+            Some(_) => ReplicaSyncState::On,
+        }
+    }
+}
+
+pub(crate) async fn server_stats(
+    conn: &Connection,
+    replica_sync: ReplicaSyncState,
+) -> Result<ServerStats> {
     let mut conn = conn.clone();
     let topology = conn.label();
     let mut info = redis::cmd("INFO");
@@ -35,6 +88,7 @@ pub(crate) async fn server_stats(conn: &Connection) -> Result<ServerStats> {
         topology,
         masters: Vec::new(),
         script_calls: 0,
+        replica_sync,
     };
     for node in conn.masters() {
         stats.masters.extend(conn.address_of(&node));

@@ -9,7 +9,9 @@
 //! into the command), with [`Script::evalsha`].
 
 use std::future::Future;
+use std::sync::Arc;
 
+use crate::transport::replica_sync::ReplicaSync;
 use crate::transport::write::{self, Answer};
 pub(crate) use crate::transport::write::{Call, Script, Synced};
 use crate::transport::Connection;
@@ -162,8 +164,9 @@ pub(crate) struct Protocol {
     pub(super) publish: &'static str,
     /// The `PUBSUB` subcommand that counts the publish command's listeners.
     pub(super) numsub: &'static str,
-    /// How long a write waits for replicas (`WAIT`'s timeout, ms), if it does.
-    replica_sync_ms: Option<u64>,
+    /// Whether and how long a write waits for replicas (shared with the client's other
+    /// protocols: a server found without `WAIT` is so for all of them).
+    replica_sync: Option<Arc<ReplicaSync>>,
 }
 
 /// The error a renewal whose write no replica acknowledged fails with: it counts as
@@ -182,38 +185,43 @@ impl Protocol {
         self.publish
     }
 
+    /// Replica sync as this client runs it (`None`: off, or a standalone server).
+    pub(crate) fn replica_sync(&self) -> Option<&Arc<ReplicaSync>> {
+        self.replica_sync.as_ref()
+    }
+
     /// The connection the scripts go through (for how to batch keys).
     pub(crate) fn connection(&self) -> &Connection {
         &self.conn
     }
 
-    /// The protocol over `conn`; lock writes wait up to `replica_sync` for replicas where the
-    /// topology reports them ([`Connection::replicas`]).
+    /// The protocol over `conn`; lock writes wait for replicas as `replica_sync` says, where
+    /// the topology reports them ([`Connection::replicas_for`]).
     pub(crate) fn new(
         conn: Connection,
         publish: &'static str,
-        replica_sync: Option<std::time::Duration>,
+        replica_sync: Option<Arc<ReplicaSync>>,
     ) -> Self {
         let numsub = if publish == "spublish" {
             "SHARDNUMSUB"
         } else {
             "NUMSUB"
         };
-        let replica_sync_ms = replica_sync
-            .filter(|_| conn.counts_replicas())
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1));
         Protocol {
             conn,
             publish,
             numsub,
-            replica_sync_ms,
+            replica_sync,
         }
     }
 
     /// Whether a write to `key` waits for replicas: replica sync is on and the key's master
     /// has replicas that can acknowledge (as Redisson sends no `WAIT` otherwise).
     pub(crate) fn waits(&self, key: &str) -> bool {
-        self.replica_sync_ms.is_some() && self.conn.replicas_for(key).is_some_and(|n| n > 0)
+        self.replica_sync
+            .as_ref()
+            .is_some_and(|s| s.timeout_ms().is_some())
+            && self.conn.replicas_for(key).is_some_and(|n| n > 0)
     }
 
     /// Sends one lock write through the grouped write (with its `WAIT` where replica sync
@@ -223,9 +231,9 @@ impl Protocol {
         &self,
         call: Call,
     ) -> impl Future<Output = RedisResult<(Value, Synced)>> + Send + 'static {
-        let (conn, sync_ms) = (self.conn.clone(), self.replica_sync_ms);
+        let (conn, sync) = (self.conn.clone(), self.replica_sync.clone());
         async move {
-            let answer = write::write(&conn, vec![call], sync_ms).await.pop();
+            let answer = write::write(&conn, vec![call], sync.as_deref()).await.pop();
             let answer = answer.unwrap_or_else(|| Answer {
                 reply: Err(short_reply()),
                 synced: Synced::Yes,
@@ -247,8 +255,8 @@ impl Protocol {
         &self,
         calls: Vec<Call>,
     ) -> impl Future<Output = Vec<Answer>> + Send + 'static {
-        let (conn, sync_ms) = (self.conn.clone(), self.replica_sync_ms);
-        async move { write::write(&conn, calls, sync_ms).await }
+        let (conn, sync) = (self.conn.clone(), self.replica_sync.clone());
+        async move { write::write(&conn, calls, sync.as_deref()).await }
     }
 
     /// Deletes spent latches in one `DEL`, and returns once Redis has run it (so the caller

@@ -3,6 +3,7 @@
 //! commands that mode needs.
 
 use super::node::{connect_error, connect_manager};
+use super::replica_sync::ReplicaSync;
 use super::sentinel::SentinelConnection;
 use super::topology::Topology;
 use super::Connection;
@@ -100,17 +101,22 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
     Ok(mode)
 }
 
-/// Refuses, at connect, a master without `WAIT` when lock writes are to wait for replicas
-/// (some managed services have none).
-pub(crate) async fn require_replica_sync(conn: &mut Connection, config: &Config) -> Result<()> {
-    if config.replica_sync().is_none() || !conn.counts_replicas() {
-        return Ok(());
+/// Checks, at connect, that the masters have `WAIT` when lock writes are to wait for replicas
+/// (some managed services have none): refused if replica sync was asked for, else given up
+/// (see [`ReplicaSync`]).
+pub(crate) async fn check_replica_sync(
+    conn: &mut Connection,
+    sync: Option<&ReplicaSync>,
+) -> Result<()> {
+    let Some(sync) = sync else { return Ok(()) };
+    match require_commands(conn, &["WAIT"], REPLICA_SYNC_NEEDED_BY).await {
+        Err(Error::Unsupported { .. }) if sync.refused(&"COMMAND INFO shows no WAIT") => Ok(()),
+        checked => checked,
     }
-    require_commands(conn, &["WAIT"], REPLICA_SYNC_NEEDED_BY).await
 }
 
 const REPLICA_SYNC_NEEDED_BY: &str =
-    "replica sync (Config::with_replica_sync, on by default as Redisson's checkLockSyncedSlaves; turn it off with with_replica_sync(None))";
+    "replica sync as asked for (Config::with_replica_sync; left at its default, it is given up on a server without WAIT; turn it off with with_replica_sync(None))";
 
 /// What the sharded publish mode sends: unlock scripts publish with the first, waiters
 /// subscribe and leave with the others.

@@ -10,6 +10,7 @@ mod direct;
 pub(crate) mod naming;
 mod node;
 pub(crate) mod pubsub;
+pub(crate) mod replica_sync;
 pub(crate) mod sentinel;
 pub(crate) mod slots;
 pub(crate) mod topology;

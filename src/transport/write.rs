@@ -19,6 +19,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, RetryMethod, ServerErrorKind};
 use redis::{RedisError, Value};
 
+use super::replica_sync::ReplicaSync;
 use super::{Connection, NodeAddr};
 
 /// A Lua script: its text, and its SHA-1 for `EVALSHA` (worked out on first use).
@@ -138,23 +139,23 @@ struct Wait {
 }
 
 /// Sends `calls` grouped by node, each group in one write (all groups at once), and returns
-/// one answer per call, in order. `sync_ms`: replica sync's `WAIT` timeout, `None` when off.
+/// one answer per call, in order. `sync`: replica sync, `None` when off.
 /// A write that failed as a whole (an I/O error) fails each of its calls.
 pub(crate) async fn write(
     conn: &Connection,
     calls: Vec<Call>,
-    sync_ms: Option<u64>,
+    sync: Option<&ReplicaSync>,
 ) -> Vec<Answer> {
     let groups = conn.group(&calls);
     let mut answers: Vec<Option<Answer>> = (0..calls.len()).map(|_| None).collect();
     if let [(target, members)] = &groups[..] {
         // (One node, as every acquire and unlock: no join.)
-        for (i, answer) in write_group(conn.clone(), target, &calls, members, sync_ms).await {
+        for (i, answer) in write_group(conn.clone(), target, &calls, members, sync).await {
             answers[i] = Some(answer);
         }
     } else {
         let writes = groups.iter().map(|(target, members)| {
-            Box::pin(write_group(conn.clone(), target, &calls, members, sync_ms))
+            Box::pin(write_group(conn.clone(), target, &calls, members, sync))
                 as crate::future::BoxFuture<'_, _>
         });
         for group in crate::future::join_all(writes.collect()).await {
@@ -180,9 +181,9 @@ async fn write_group(
     target: &Target,
     calls: &[Call],
     members: &[usize],
-    sync_ms: Option<u64>,
+    sync: Option<&ReplicaSync>,
 ) -> Vec<(usize, Answer)> {
-    let wait = sync_ms.and_then(|timeout_ms| {
+    let wait = sync.and_then(|s| s.timeout_ms()).and_then(|timeout_ms| {
         let replicas = conn.replicas_at(target)?;
         (replicas > 0).then_some(Wait {
             replicas,
@@ -218,7 +219,7 @@ async fn write_group(
             let mut replies = conn.send_many(target, &pipe, first_key).await;
             let mut synced = Synced::Yes;
             if let (Some(wait), Ok(replies)) = (wait, &mut replies) {
-                synced = acknowledged(&mut conn, first_key, replies.pop(), wait).await;
+                synced = acknowledged(&mut conn, first_key, replies.pop(), wait, sync).await;
             }
             (replies, synced)
         };
@@ -247,14 +248,19 @@ async fn write_group(
         pending = unknown_script;
     }
     for i in alone {
-        answers.push((i, send_alone(&mut conn, &calls[i], wait).await));
+        answers.push((i, send_alone(&mut conn, &calls[i], wait, sync).await));
     }
     answers
 }
 
 /// A call that met a stale map on a cluster, sent again through redis-rs's cluster connection
 /// (which follows `MOVED` and `ASK`), then its `WAIT`, routed to the key's master again.
-async fn send_alone(conn: &mut Connection, call: &Call, wait: Option<Wait>) -> Answer {
+async fn send_alone(
+    conn: &mut Connection,
+    call: &Call,
+    wait: Option<Wait>,
+    sync: Option<&ReplicaSync>,
+) -> Answer {
     if let Some(topology) = conn.topology() {
         topology.suspect();
     }
@@ -270,22 +276,31 @@ async fn send_alone(conn: &mut Connection, call: &Call, wait: Option<Wait>) -> A
         cmd.arg(wait.replicas).arg(wait.timeout_ms);
         let slot = Target::Slot(crate::names::cluster_slot(&call.key));
         let acks = conn.send_one(&slot, &cmd).await;
-        synced = acknowledged(conn, &call.key, Some(acks), wait).await;
+        synced = acknowledged(conn, &call.key, Some(acks), wait, sync).await;
     }
     Answer { reply, synced }
 }
 
 /// Reads a `WAIT` reply (the replicas that acknowledged). A `WAIT` that failed counts as no
 /// acknowledgement (the calls' own answers must not be lost for it); no acknowledgement from a
-/// master that, counted again, has no replica able to give one is enough.
+/// master that, counted again, has no replica able to give one is enough. A `WAIT` the server
+/// refused (an error reply: unknown, renamed away, denied) means it has none for us: replica
+/// sync left at its default is given up ([`ReplicaSync::refused`]) and the write stands.
 async fn acknowledged(
     conn: &mut Connection,
     key: &str,
     reply: Option<RedisResult<Value>>,
     wait: Wait,
+    sync: Option<&ReplicaSync>,
 ) -> Synced {
     let acks = match reply.map(|r| r.and_then(|v| u32::from_redis_value(v).map_err(Into::into))) {
         Some(Ok(acks)) => acks,
+        Some(Err(err))
+            if matches!(err.kind(), ErrorKind::Server(_))
+                && sync.is_some_and(|s| s.refused(&err)) =>
+        {
+            return Synced::Yes;
+        }
         Some(Err(err)) => {
             tracing::warn!(error = %err, "WAIT failed after a lock write; counted as not replicated");
             0

@@ -41,6 +41,13 @@ static TOPOLOGY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 impl SentinelGroup {
     /// Starts the master, its replica and the sentinels; waits until the group is healthy.
     pub fn start() -> SentinelGroup {
+        SentinelGroup::start_with(&[])
+    }
+
+    /// As [`SentinelGroup::start`], with `args` for both data nodes (e.g. a managed
+    /// service's `--rename-command WAIT ""`).
+    pub fn start_with(args: &[&str]) -> SentinelGroup {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         let ports = free_ports(5);
         let root = std::env::temp_dir().join(format!(
             "rlock-sentinel-{}-{}",
@@ -51,13 +58,9 @@ impl SentinelGroup {
         let _ = std::fs::remove_dir_all(&root);
         let node = |port: u16| Node::new(port, root.join(port.to_string()));
         let mut data = vec![node(ports[0]), node(ports[1])];
-        spawn_node(&mut data[0], Vec::new());
-        spawn_node(
-            &mut data[1],
-            ["--replicaof", "127.0.0.1", &ports[0].to_string()]
-                .map(String::from)
-                .to_vec(),
-        );
+        spawn_node(&mut data[0], args.clone());
+        let replica_of = ["--replicaof", "127.0.0.1", &ports[0].to_string()].map(String::from);
+        spawn_node(&mut data[1], [&replica_of[..], &args].concat());
         let mut sentinels: Vec<Node> = ports[2..].iter().map(|&p| node(p)).collect();
         for sentinel in &mut sentinels {
             let conf = root.join(sentinel.port.to_string()).join("sentinel.conf");

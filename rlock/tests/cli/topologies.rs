@@ -95,6 +95,7 @@ async fn the_cli_works_through_the_sentinels() {
     let status: serde_json::Value = serde_json::from_str(&json).unwrap();
     let master = sentinel::get().master().port;
     assert_eq!(status["state"], "held");
+    assert_eq!(status["replica_sync"], "on", "the master's WAIT is there");
     assert_eq!(status["node"], format!("127.0.0.1:{master}"));
     assert_eq!(status["owners"][0]["field"], guard.owner_field());
 
