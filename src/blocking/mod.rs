@@ -403,6 +403,44 @@ impl Lock {
     }
 }
 
+/// The methods every blocking guard has over the async guard it wraps (`inner`, taken by
+/// `unlock`) and the runtime that drives it: the lock, the multi-lock and the RedLock guard.
+macro_rules! guard_methods {
+    ($inner:ty) => {
+        fn get(&self) -> &$inner {
+            self.inner.as_ref().expect("guard lives until consumed")
+        }
+
+        /// Releases what this guard holds (see the async guard's `unlock`).
+        ///
+        /// # Panics
+        /// If called from inside an async runtime.
+        pub fn unlock(mut self) -> crate::Result<()> {
+            let inner = self.inner.take().expect("guard lives until consumed");
+            self.runtime.block_on(inner.unlock())
+        }
+
+        /// `true` once the lock-lost signal fired (see the async guard's `is_lost`).
+        pub fn is_lost(&self) -> bool {
+            self.get().is_lost()
+        }
+
+        /// Blocks until the acquisition is lost, or `timeout` passes; `true` if it was lost.
+        pub fn wait_lost(&self, timeout: std::time::Duration) -> bool {
+            let lost = self.get().lost();
+            self.runtime
+                .block_on(async { tokio::time::timeout(timeout, lost).await.is_ok() })
+        }
+
+        /// The async guard underneath.
+        pub fn as_async(&self) -> &$inner {
+            self.get()
+        }
+    };
+}
+
+pub(crate) use guard_methods;
+
 /// A blocking [`crate::LockGuard`]; may be moved to and unlocked from another thread.
 #[must_use = "the hold is released as soon as the guard is dropped"]
 #[derive(Debug)]
@@ -412,38 +450,10 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    fn get(&self) -> &crate::LockGuard {
-        self.inner.as_ref().expect("guard lives until consumed")
-    }
-
-    /// Releases this hold. See [`crate::LockGuard::unlock`].
-    ///
-    /// # Panics
-    /// If called from inside an async runtime.
-    pub fn unlock(mut self) -> Result<()> {
-        let guard = self.inner.take().expect("guard lives until consumed");
-        self.runtime.block_on(guard.unlock())
-    }
-
-    /// `true` once the lock-lost signal fired.
-    pub fn is_lost(&self) -> bool {
-        self.get().is_lost()
-    }
-
-    /// Blocks until the lock is lost, or `timeout` passes; `true` if it was lost.
-    pub fn wait_lost(&self, timeout: Duration) -> bool {
-        let lost = self.get().lost();
-        self.runtime
-            .block_on(async { tokio::time::timeout(timeout, lost).await.is_ok() })
-    }
+    guard_methods!(crate::LockGuard);
 
     /// The owner field in the lock's hash.
     pub fn owner_field(&self) -> String {
         self.get().owner_field()
-    }
-
-    /// The async guard underneath.
-    pub fn as_async(&self) -> &crate::LockGuard {
-        self.get()
     }
 }

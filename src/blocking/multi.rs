@@ -3,7 +3,6 @@
 //! calling thread's (or the one each part is bound to).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{Lock, Runtime};
 use crate::Result;
@@ -127,41 +126,6 @@ macro_rules! acquire_methods {
     };
 }
 
-/// The guard methods both compositions share.
-macro_rules! guard_methods {
-    ($inner:ty) => {
-        fn get(&self) -> &$inner {
-            self.inner.as_ref().expect("guard lives until consumed")
-        }
-
-        /// Releases the holds (see the async guard's `unlock`).
-        ///
-        /// # Panics
-        /// If called from inside an async runtime.
-        pub fn unlock(mut self) -> Result<()> {
-            let inner = self.inner.take().expect("guard lives until consumed");
-            self.runtime.block_on(inner.unlock())
-        }
-
-        /// Whether the acquisition was lost (see the async guard's `is_lost`).
-        pub fn is_lost(&self) -> bool {
-            self.get().is_lost()
-        }
-
-        /// Blocks until the acquisition is lost, or `timeout` passes; `true` if it was lost.
-        pub fn wait_lost(&self, timeout: Duration) -> bool {
-            let lost = self.get().lost();
-            self.runtime
-                .block_on(async { tokio::time::timeout(timeout, lost).await.is_ok() })
-        }
-
-        /// The async guard underneath.
-        pub fn as_async(&self) -> &$inner {
-            self.get()
-        }
-    };
-}
-
 /// Which async guard a blocking guard wraps.
 trait Wrap {
     type Inner;
@@ -219,9 +183,9 @@ impl RedLock {
 }
 
 impl MultiGuard {
-    guard_methods!(crate::MultiGuard);
+    super::guard_methods!(crate::MultiGuard);
 }
 
 impl RedGuard {
-    guard_methods!(crate::RedGuard);
+    super::guard_methods!(crate::RedGuard);
 }
