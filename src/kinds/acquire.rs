@@ -125,9 +125,9 @@ macro_rules! acquire_methods {
         #[doc = $cancel]
         pub async fn acquire(
             &self,
-            wait: crate::Wait,
-            lease: crate::Lease,
-        ) -> crate::Result<Option<$guard>> {
+            wait: crate::kinds::acquire::Wait,
+            lease: crate::engine::registry::Lease,
+        ) -> crate::error::Result<Option<$guard>> {
             let lease = crate::kinds::acquire::checked(lease)?;
             self.acquire_within(wait.limit(), lease).await
         }
@@ -150,9 +150,9 @@ macro_rules! acquire_methods {
         ///
         /// # Cancel safety
         /// As [`acquire`](Self::acquire).
-        pub async fn lock(&self) -> crate::Result<$guard> {
+        pub async fn lock(&self) -> crate::error::Result<$guard> {
             let guard = self
-                .acquire(crate::Wait::Forever, crate::Lease::Watchdog)
+                .acquire(crate::kinds::acquire::Wait::Forever, crate::engine::registry::Lease::Watchdog)
                 .await?;
             Ok(guard.expect("an unbounded wait ends only by acquiring"))
         }
@@ -174,9 +174,9 @@ macro_rules! acquire_methods {
         ///
         /// # Cancel safety
         /// As [`acquire`](Self::acquire).
-        pub async fn lock_with_lease(&self, lease: std::time::Duration) -> crate::Result<$guard> {
+        pub async fn lock_with_lease(&self, lease: std::time::Duration) -> crate::error::Result<$guard> {
             let guard = self
-                .acquire(crate::Wait::Forever, crate::Lease::Fixed(lease))
+                .acquire(crate::kinds::acquire::Wait::Forever, crate::engine::registry::Lease::Fixed(lease))
                 .await?;
             Ok(guard.expect("an unbounded wait ends only by acquiring"))
         }
@@ -200,8 +200,8 @@ macro_rules! acquire_methods {
         ///
         /// # Cancel safety
         /// As [`acquire`](Self::acquire).
-        pub async fn try_lock(&self) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::Never, crate::Lease::Watchdog)
+        pub async fn try_lock(&self) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::Never, crate::engine::registry::Lease::Watchdog)
                 .await
         }
 
@@ -225,8 +225,8 @@ macro_rules! acquire_methods {
         pub async fn try_lock_for(
             &self,
             wait: std::time::Duration,
-        ) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::AtMost(wait), crate::Lease::Watchdog)
+        ) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::AtMost(wait), crate::engine::registry::Lease::Watchdog)
                 .await
         }
 
@@ -255,8 +255,8 @@ macro_rules! acquire_methods {
             &self,
             wait: std::time::Duration,
             lease: std::time::Duration,
-        ) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::AtMost(wait), crate::Lease::Fixed(lease))
+        ) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::AtMost(wait), crate::engine::registry::Lease::Fixed(lease))
                 .await
         }
     };
@@ -285,8 +285,8 @@ macro_rules! blocking_acquire_methods {
         ///
         /// # Panics
         /// If called from inside an async runtime.
-        pub fn lock(&self) -> crate::Result<$guard> {
-            let guard = self.acquire(crate::Wait::Forever, crate::Lease::Watchdog)?;
+        pub fn lock(&self) -> crate::error::Result<$guard> {
+            let guard = self.acquire(crate::kinds::acquire::Wait::Forever, crate::engine::registry::Lease::Watchdog)?;
             Ok(guard.expect("an unbounded wait ends only by acquiring"))
         }
 
@@ -307,8 +307,8 @@ macro_rules! blocking_acquire_methods {
         ///
         /// # Panics
         /// If called from inside an async runtime.
-        pub fn lock_with_lease(&self, lease: std::time::Duration) -> crate::Result<$guard> {
-            let guard = self.acquire(crate::Wait::Forever, crate::Lease::Fixed(lease))?;
+        pub fn lock_with_lease(&self, lease: std::time::Duration) -> crate::error::Result<$guard> {
+            let guard = self.acquire(crate::kinds::acquire::Wait::Forever, crate::engine::registry::Lease::Fixed(lease))?;
             Ok(guard.expect("an unbounded wait ends only by acquiring"))
         }
 
@@ -331,8 +331,8 @@ macro_rules! blocking_acquire_methods {
         ///
         /// # Panics
         /// If called from inside an async runtime.
-        pub fn try_lock(&self) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::Never, crate::Lease::Watchdog)
+        pub fn try_lock(&self) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::Never, crate::engine::registry::Lease::Watchdog)
         }
 
         /// Blocks at most `wait` for the lock; `None` on timeout. Shorthand for
@@ -352,8 +352,8 @@ macro_rules! blocking_acquire_methods {
         ///
         /// # Panics
         /// If called from inside an async runtime.
-        pub fn try_lock_for(&self, wait: std::time::Duration) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::AtMost(wait), crate::Lease::Watchdog)
+        pub fn try_lock_for(&self, wait: std::time::Duration) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::AtMost(wait), crate::engine::registry::Lease::Watchdog)
         }
 
         /// Blocks at most `wait` for the lock, held for a fixed `lease`; `None` on timeout.
@@ -378,8 +378,8 @@ macro_rules! blocking_acquire_methods {
             &self,
             wait: std::time::Duration,
             lease: std::time::Duration,
-        ) -> crate::Result<Option<$guard>> {
-            self.acquire(crate::Wait::AtMost(wait), crate::Lease::Fixed(lease))
+        ) -> crate::error::Result<Option<$guard>> {
+            self.acquire(crate::kinds::acquire::Wait::AtMost(wait), crate::engine::registry::Lease::Fixed(lease))
         }
     };
 }
