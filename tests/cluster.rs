@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use redisson_lock::inspect::ReplicaSyncState;
 use redisson_lock::{names, Config, Error, LockClient, PublishMode};
 use support::cluster::{self, key_on_master, RedisCluster};
 use support::{server_info, skip};
@@ -228,6 +229,13 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     // A client that only looks: its view goes stale with the failover.
     let looker = client().await;
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
+    // A write at once, while the looker's view is stale, meets the demoted master, whose WAIT
+    // is refused (a replica has none): a failover, not a server without WAIT.
+    assert!(
+        looker.lock(&name).try_lock().await.unwrap().is_none(),
+        "held"
+    );
+    assert_eq!(looker.replica_sync(), ReplicaSyncState::On);
     // It still sees the lock, once: a read answered MOVED goes again where the slot is now.
     let mut scan = looker.scan("failover*");
     let mut seen = Vec::new();

@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use redisson_lock::inspect::ReplicaSyncState;
 use redisson_lock::observe::SPAN_FAILOVER;
 use redisson_lock::{names, Config, Error, LockClient};
 use support::cluster::Node;
@@ -160,6 +161,11 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
         "the holder kept its lock: {:?}",
         held.lost_reason()
     );
+    // A demoted master refuses WAIT (a replica has none): that is a failover, not a server
+    // without WAIT, and replica sync goes on.
+    for client in [&holder, &waiter] {
+        assert_eq!(client.replica_sync(), ReplicaSyncState::On);
+    }
     assert_eq!(
         holders(sentinel::get().node(new), "s-failover"),
         vec![held.owner_field()]

@@ -219,7 +219,8 @@ async fn write_group(
             let mut replies = conn.send_many(target, &pipe, first_key).await;
             let mut synced = Synced::Yes;
             if let (Some(wait), Ok(replies)) = (wait, &mut replies) {
-                synced = acknowledged(&mut conn, first_key, replies.pop(), wait, sync).await;
+                let reply = replies.pop();
+                synced = acknowledged(&mut conn, target, first_key, reply, wait, sync).await;
             }
             (replies, synced)
         };
@@ -276,7 +277,7 @@ async fn send_alone(
         cmd.arg(wait.replicas).arg(wait.timeout_ms);
         let slot = Target::Slot(crate::names::cluster_slot(&call.key));
         let acks = conn.send_one(&slot, &cmd).await;
-        synced = acknowledged(conn, &call.key, Some(acks), wait, sync).await;
+        synced = acknowledged(conn, &slot, &call.key, Some(acks), wait, sync).await;
     }
     Answer { reply, synced }
 }
@@ -284,10 +285,11 @@ async fn send_alone(
 /// Reads a `WAIT` reply (the replicas that acknowledged). A `WAIT` that failed counts as no
 /// acknowledgement (the calls' own answers must not be lost for it); no acknowledgement from a
 /// master that, counted again, has no replica able to give one is enough. A `WAIT` the server
-/// refused (an error reply: unknown, renamed away, denied) means it has none for us: replica
-/// sync left at its default is given up ([`ReplicaSync::refused`]) and the write stands.
+/// refused means it has none for us ([`refuses_wait`]): replica sync left at its default is
+/// given up ([`ReplicaSync::refused`]) and the write stands.
 async fn acknowledged(
     conn: &mut Connection,
+    target: &Target,
     key: &str,
     reply: Option<RedisResult<Value>>,
     wait: Wait,
@@ -295,13 +297,12 @@ async fn acknowledged(
 ) -> Synced {
     let acks = match reply.map(|r| r.and_then(|v| u32::from_redis_value(v).map_err(Into::into))) {
         Some(Ok(acks)) => acks,
-        Some(Err(err))
-            if matches!(err.kind(), ErrorKind::Server(_))
-                && sync.is_some_and(|s| s.refused(&err)) =>
-        {
-            return Synced::Yes;
-        }
         Some(Err(err)) => {
+            if let Some(sync) = sync {
+                if refuses_wait(conn, target, &err).await && sync.refused(&err) {
+                    return Synced::Yes;
+                }
+            }
             tracing::warn!(error = %err, "WAIT failed after a lock write; counted as not replicated");
             0
         }
@@ -313,6 +314,26 @@ async fn acknowledged(
         Synced::No {
             replicas: wait.replicas,
         }
+    }
+}
+
+/// Whether `err`, a `WAIT`'s error reply from `target`, says that server has no `WAIT` for
+/// this client: denied by its ACL (`NOPERM`), or refused (`ERR`: unknown, renamed away) by a
+/// node that is a master. A master demoted in a failover answers `ERR` too (no `WAIT` on a
+/// replica), so a plain `ERR` counts only once the node's `INFO replication` says
+/// `role:master`; anything else (no answer, a replica, a busy or loading server) is a write
+/// not acknowledged, as before.
+async fn refuses_wait(conn: &mut Connection, target: &Target, err: &RedisError) -> bool {
+    match err.kind() {
+        ErrorKind::Server(ServerErrorKind::NoPerm) => true,
+        ErrorKind::Server(ServerErrorKind::ResponseError) => {
+            let mut info = redis::cmd("INFO");
+            info.arg("replication");
+            let reply = conn.send_one(target, &info).await;
+            let text = reply.and_then(|v| Ok(String::from_redis_value(v)?));
+            text.is_ok_and(|text| text.lines().any(|l| l.trim_end() == "role:master"))
+        }
+        _ => false,
     }
 }
 
