@@ -44,6 +44,8 @@ mod scenarios;
 mod stats;
 #[path = "compare/target.rs"]
 mod target;
+#[path = "compare/wire.rs"]
+mod wire;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -148,6 +150,7 @@ fn main() {
     let mut cluster_replicas: Option<Vec<String>> = None;
     let mut sentinel: Option<String> = None;
     let mut quick = false;
+    let mut unix: Option<String> = None;
     let mut jars = Vec::new();
     let mut only: Option<Vec<String>> = None;
     let mut child: Option<String> = None;
@@ -164,6 +167,7 @@ fn main() {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--redis" => url = args.next(),
+            "--redis-unix" => unix = args.next(),
             "--cluster" => cluster = Some(urls(args.next())),
             "--cluster-replicas" => cluster_replicas = Some(urls(args.next())),
             "--sentinel" => sentinel = args.next(),
@@ -223,7 +227,7 @@ fn main() {
     }
     if !unknown.is_empty() {
         eprintln!("compare: unknown arguments {unknown:?}");
-        eprintln!("usage: compare [--redis URL] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...] [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4,kinds] [--rust crate,floor]");
+        eprintln!("usage: compare [--redis URL [--redis-unix PATH]] [--cluster URL,URL,...] [--cluster-replicas URL,URL,...] [--sentinel NAME@URL,URL,...] [--quick] [--java-jar VERSION=PATH]... [--only p1,p2,p3,p4,kinds] [--rust crate,floor]");
         std::process::exit(2);
     }
     if let Some(imp) = child {
@@ -243,7 +247,10 @@ fn main() {
     let headings = targets.len() > 1;
     let mut out = String::new();
     for (i, target) in targets.iter().enumerate() {
-        let results = run(&plan, &rt, target, &rust, &jars, only.as_deref());
+        let socket = matches!(target, Target::Single(_))
+            .then_some(unix.as_deref())
+            .flatten();
+        let results = run(&plan, &rt, target, socket, &rust, &jars, only.as_deref());
         if headings {
             let gap = if i == 0 { "" } else { "\n" };
             out.push_str(&format!("{gap}### {}\n\n", target.title()));
@@ -263,6 +270,7 @@ fn run(
     plan: &Plan,
     rt: &tokio::runtime::Runtime,
     target: &Target,
+    socket: Option<&str>,
     rust: &[&str],
     jars: &[Java],
     only: Option<&[String]>,
@@ -330,6 +338,39 @@ fn run(
                 results.add("p1.p50_us", imp, p50);
                 results.add("p1.p99_us", imp, p99);
                 results.add("p1.cpu_us", imp, cpu);
+                target.flushall();
+            }
+            // The wire's floor: a blocking socket and nothing else, at the P1 key's node.
+            // (`wire`: blocking reads; `wire-spin`: a non-blocking socket read in a loop.)
+            let node = target.node_of("bench:p1");
+            for (imp, spin) in [("wire", false), ("wire-spin", true)] {
+                let replicas = target.has_replicas();
+                let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
+                let (p50, p99, cpu) =
+                    wire::p1_wire(&node, "bench:p1", replicas, spin, warmup, iters);
+                results.add("p1.p50_us", imp, p50);
+                results.add("p1.p99_us", imp, p99);
+                results.add("p1.cpu_us", imp, cpu);
+                target.flushall();
+            }
+            // Over the server's Unix socket (a service beside its Redis): the crate and the
+            // wire.
+            if let Some(path) = socket {
+                let url = format!("redis+unix://{path}");
+                let over = Target::Single(url.clone());
+                let run = p1("crate".into(), over.clone(), plan.p1_warmup, plan.p1_iters);
+                let (p50, p99, cpu) = in_task(rt, run);
+                results.add("p1unix.p50_us", "crate", p50);
+                results.add("p1unix.p99_us", "crate", p99);
+                results.add("p1unix.cpu_us", "crate", cpu);
+                for (imp, spin) in [("wire", false), ("wire-spin", true)] {
+                    let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
+                    let (p50, p99, cpu) =
+                        wire::p1_wire(&url, "bench:p1", false, spin, warmup, iters);
+                    results.add("p1unix.p50_us", imp, p50);
+                    results.add("p1unix.p99_us", imp, p99);
+                    results.add("p1unix.cpu_us", imp, cpu);
+                }
                 target.flushall();
             }
             for (imp, server) in &mut servers {

@@ -7,7 +7,7 @@
 #                    [--topologies single,cluster,cluster-replicas,sentinel] [--no-cluster]
 #
 # Topologies (all four by default, run in this order):
-#   single            one redis-server
+#   single            one redis-server (and its Unix socket, for P1 over it)
 #   cluster           a Redis Cluster of 3 masters, no replicas
 #   cluster-replicas  a Redis Cluster of 3 masters with one replica each (6 nodes)
 #   sentinel          one master, one replica and 3 sentinels (quorum 2)
@@ -194,7 +194,8 @@ if wants single; then
     port=""
     for _ in 1 2 3 4 5; do
         port="$(free_port 40000 20000)"
-        start_node "$port"
+        # (Its Unix socket too: P1 over it, for a service beside its Redis.)
+        start_node "$port" --unixsocket "$tmp/redis-$port.sock" --unixsocketperm 700
         if (wait_ping "$port") 2>/dev/null; then break; fi
         port=""
     done
@@ -265,7 +266,7 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u '+%Y-%m-%d %H:%M UTC')"
 urls() { printf 'redis://%s,' "$@" | sed 's/,$//'; }
 args=("${jars[@]}")
-[[ -n "$url" ]] && args+=(--redis "$url")
+[[ -n "$url" ]] && args+=(--redis "$url" --redis-unix "$tmp/redis-$port.sock")
 [[ ${#masters[@]} -gt 0 ]] && args+=(--cluster "$(urls "${masters[@]}")")
 [[ ${#replicated[@]} -gt 0 ]] && args+=(--cluster-replicas "$(urls "${replicated[@]}")")
 if [[ ${#sentinels[@]} -gt 0 ]]; then

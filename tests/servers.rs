@@ -1,6 +1,6 @@
-//! What differs between the servers of the matrix (Redis 6.2, 7.0, 7.4, Valkey 8.1): sharded
-//! pub/sub where the server has it, a clear refusal at connect where it has not, and scripts
-//! that never answer an error after a write took effect.
+//! What differs between the servers of the matrix (Redis 6.2, 7.0, 7.4, Valkey 8.1 and 9.1):
+//! sharded pub/sub where the server has it, a clear refusal at connect where it has not,
+//! scripts that never answer an error after a write took effect, and a Unix socket.
 
 mod support;
 
@@ -137,4 +137,58 @@ async fn an_unlock_whose_publish_is_refused_changes_nothing() {
         1,
         "the failed force unlock deleted the lock: {err}"
     );
+}
+
+/// A service beside its Redis can reach it over a Unix socket (`redis+unix:///path`, or
+/// `unix:///path`): every lock operation works there, a waiter is woken by the unlock
+/// message, the watchdog renews, and nothing goes over TCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unix_socket_url_serves_every_lock_operation() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("redis.sock");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let server = RedisServer::start_with(&["--unixsocket", &socket_arg, "--unixsocketperm", "700"]);
+    let lease = Duration::from_millis(900);
+    let mut clients = Vec::new();
+    for scheme in ["redis+unix", "unix"] {
+        let url = format!("{scheme}://{}", socket.display());
+        let config = Config::from_url(&url).unwrap().with_watchdog_timeout(lease);
+        clients.push(
+            LockClient::with_config(config)
+                .await
+                .expect("connects over the socket"),
+        );
+    }
+    let (holder, waiter) = (&clients[0], &clients[1]);
+    let held = holder.lock("unix-lock").lock().await.unwrap();
+    let waiting = tokio::spawn({
+        let lock = waiter.lock("unix-lock");
+        async move { lock.lock_with_lease(LONG_LEASE).await }
+    });
+    server
+        .until_subscribers(&support::channel("unix-lock"), 1)
+        .await;
+    // Two leases: held only if the watchdog renewed over the socket.
+    tokio::time::sleep(lease * 2).await;
+    assert!(!held.is_lost(), "renewed over the socket");
+    assert!(!waiting.is_finished(), "held, so the waiter waits");
+    held.unlock().await.unwrap();
+    let served = timeout(PROMPT, waiting)
+        .await
+        .expect("woken by the message");
+    served.unwrap().unwrap().unlock().await.unwrap();
+    let info = holder.inspect("unix-lock").await.unwrap();
+    assert!(info.holders.is_empty());
+    // Every connection of both clients (commands, subscriptions, the watchdog's) is the
+    // socket's: `U` among its CLIENT LIST flags.
+    let list: String = server.cmd(&["CLIENT", "LIST"]);
+    let flags: Vec<&str> = (list.lines())
+        .filter(|l| l.contains(" name=rlock:"))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("flags=")))
+        .collect();
+    assert!(flags.len() >= 4, "both clients' connections: {list}");
+    assert!(flags.iter().all(|f| f.contains('U')), "over TCP: {list}");
+    for client in clients {
+        client.shutdown().await;
+    }
 }

@@ -439,6 +439,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
             ahead(&behind, compared)
         ),
     });
+    out.push_str(&wire_floor(r));
     let reps = r.reps("p1.p50_us", "crate");
     out.push_str(&format!(
         "\n{}Medians over repetitions (P1/P2: {} each, P3: {} each, P4: 1 run per size). ↓ lower is better, ↑ higher is better; ratios are crate ÷ other.\n",
@@ -454,6 +455,43 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
             fmt_num(p50),
             fmt_num(p99)
         ));
+    }
+    out
+}
+
+/// The wire's floor beside the crate's P1: a client that does nothing else (one thread, the
+/// same two scripts) over a blocking socket (`wire`) and a non-blocking one read in a loop
+/// (`wire-spin`), over TCP and, where the run has one, the server's Unix socket.
+fn wire_floor(r: &Results) -> String {
+    let mut out = String::new();
+    for (prefix, over) in [("p1", "TCP"), ("p1unix", "Unix socket")] {
+        for (wire, how) in [("wire", "blocking read"), ("wire-spin", "spinning read")] {
+            let cells: Vec<String> = ["p50_us", "p99_us", "cpu_us"]
+                .iter()
+                .flat_map(|m| {
+                    let metric = format!("{prefix}.{m}");
+                    let (w, c) = (r.median(&metric, wire), r.median(&metric, "crate"));
+                    let ratio = match (c, w) {
+                        (Some(c), Some(w)) if w != 0.0 => format!("{:.2}×", c / w),
+                        _ => "–".into(),
+                    };
+                    let show = |v: Option<f64>| v.map_or("–".into(), fmt_num);
+                    [show(w), show(c), ratio]
+                })
+                .collect();
+            if cells[0] == "–" {
+                continue;
+            }
+            if out.is_empty() {
+                out.push_str(
+                    "\n| P1 uncontended, the wire's floor | wire p50 µs | crate p50 µs | crate ÷ wire | wire p99 µs | crate p99 µs | crate ÷ wire | wire CPU µs / pair | crate CPU µs / pair | crate ÷ wire |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                );
+            }
+            out.push_str(&format!("| {over}, {how} | {} |\n", cells.join(" | ")));
+        }
+    }
+    if !out.is_empty() {
+        out.push_str("The wire: one thread, a `std::net` socket, no pipelining, the crate's acquire and unlock scripts (`EVALSHA`, written as RESP by hand), each reply read before the next call (`WAIT` in the same write where there are replicas); its latches are left to their `PX`. A blocking read puts the thread to sleep until the reply; a spinning one retries a non-blocking read at once, so it never sleeps (and burns its core while it waits).\n");
     }
     out
 }

@@ -1,0 +1,224 @@
+//! The wire's floor: what an uncontended lock + unlock costs a client that does nothing else.
+//! One thread, a blocking `std::net::TcpStream` (or `UnixStream`), no pipelining across the
+//! pair: the crate's own acquire and unlock scripts (`EVALSHA`, the same keys and arguments as
+//! the floor's), written as RESP by hand, each reply read before the next call. Where the
+//! master has a replica, each script carries `WAIT 1 1000` in the same write, as every other
+//! client here does. Spent latches are left to their `PX` (the crate deletes them in batched
+//! sweeps, off the caller's path).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+
+use redis::Script;
+
+use crate::floor::WAIT_MS;
+use crate::p4::cpu_time;
+use crate::stats::p50_p99_us;
+
+const ACQUIRE: &str = include_str!("../../scripts/lua/acquire.lua");
+const UNLOCK: &str = include_str!("../../scripts/lua/unlock.lua");
+const LEASE_MS: u64 = 30_000;
+const LATCH_PX_MS: u64 = 20_000;
+const FIELD: &str = "00000000-0000-4000-8000-00000000000f:1";
+
+/// A byte stream to the server: TCP or a Unix socket.
+trait Wire: Read + Write {}
+impl Wire for TcpStream {}
+impl Wire for UnixStream {}
+
+/// `(p50 µs, p99 µs, client CPU µs per pair)` of `iters` pairs on `key` at `url`
+/// (`redis://host:port` or `redis+unix:///path`), after `warmup` pairs. Runs on the caller's
+/// thread. `spin`: the socket is non-blocking and a read is retried at once until bytes come,
+/// so the thread never sleeps between a request and its reply (the difference between the two
+/// is the wake-up of a thread asleep in `read`).
+pub(crate) fn p1_wire(
+    url: &str,
+    key: &str,
+    wait: bool,
+    spin: bool,
+    warmup: usize,
+    iters: usize,
+) -> (f64, f64, f64) {
+    let stream: Box<dyn Wire> = match url
+        .strip_prefix("redis+unix://")
+        .or_else(|| url.strip_prefix("unix://"))
+    {
+        Some(path) => {
+            let unix = UnixStream::connect(path).expect("wire: connect the socket");
+            unix.set_nonblocking(spin).unwrap();
+            Box::new(unix)
+        }
+        None => {
+            let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+            let tcp = TcpStream::connect(addr).expect("wire: connect");
+            tcp.set_nodelay(true).unwrap();
+            tcp.set_nonblocking(spin).unwrap();
+            Box::new(tcp)
+        }
+    };
+    let mut conn = Conn::new(stream);
+    let (acquire, unlock) = (Script::new(ACQUIRE), Script::new(UNLOCK));
+    for code in [ACQUIRE, UNLOCK] {
+        conn.call(&[b"SCRIPT", b"LOAD", code.as_bytes()], false);
+    }
+    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let (lease, px) = (LEASE_MS.to_string(), LATCH_PX_MS.to_string());
+    let mut seq = 0u64;
+    let mut pair = |conn: &mut Conn| {
+        seq += 1;
+        let latch = format!("redisson_lock_acquire_latch:{{{key}}}:{seq:032x}");
+        let reply = conn.call(
+            &[
+                b"EVALSHA",
+                acquire.get_hash().as_bytes(),
+                b"2",
+                key.as_bytes(),
+                latch.as_bytes(),
+                lease.as_bytes(),
+                FIELD.as_bytes(),
+                px.as_bytes(),
+            ],
+            wait,
+        );
+        assert_eq!(reply, Reply::Nil, "wire: the lock is free");
+        let latch = format!("redisson_unlock_latch:{{{key}}}:{seq:032x}");
+        let reply = conn.call(
+            &[
+                b"EVALSHA",
+                unlock.get_hash().as_bytes(),
+                b"3",
+                key.as_bytes(),
+                channel.as_bytes(),
+                latch.as_bytes(),
+                b"0",
+                lease.as_bytes(),
+                FIELD.as_bytes(),
+                b"publish",
+                px.as_bytes(),
+            ],
+            wait,
+        );
+        assert!(matches!(reply, Reply::Int(_)), "wire: unlocked");
+    };
+    for _ in 0..warmup {
+        pair(&mut conn);
+    }
+    let mut lat = Vec::with_capacity(iters);
+    let cpu0 = cpu_time();
+    for _ in 0..iters {
+        let t = Instant::now();
+        pair(&mut conn);
+        lat.push(t.elapsed().as_nanos() as u64);
+    }
+    let cpu = (cpu_time() - cpu0).as_secs_f64() * 1e6 / iters as f64;
+    let (p50, p99) = p50_p99_us(lat);
+    (p50, p99, cpu)
+}
+
+/// A reply, as far as the pair needs it.
+#[derive(Debug, PartialEq)]
+enum Reply {
+    Nil,
+    Int(i64),
+    Other,
+}
+
+struct Conn {
+    stream: Box<dyn Wire>,
+    /// Bytes read and not yet parsed: `buf[at..]`.
+    buf: Vec<u8>,
+    at: usize,
+    out: Vec<u8>,
+}
+
+impl Conn {
+    fn new(stream: Box<dyn Wire>) -> Conn {
+        Conn {
+            stream,
+            buf: Vec::with_capacity(4096),
+            at: 0,
+            out: Vec::with_capacity(512),
+        }
+    }
+
+    /// Writes `args` as one command (and `WAIT 1 1000` behind it in the same write when
+    /// `wait`), reads the replies: the command's.
+    fn call(&mut self, args: &[&[u8]], wait: bool) -> Reply {
+        self.out.clear();
+        encode(&mut self.out, args);
+        if wait {
+            encode(
+                &mut self.out,
+                &[b"WAIT", b"1", WAIT_MS.to_string().as_bytes()],
+            );
+        }
+        self.stream.write_all(&self.out).expect("wire: write");
+        let reply = self.read();
+        if wait {
+            self.read();
+        }
+        reply
+    }
+
+    /// More bytes from the socket: a blocking read, or, on a non-blocking socket (`spin`),
+    /// reads retried at once until bytes come.
+    fn fill(&mut self) {
+        if self.at == self.buf.len() {
+            self.buf.clear();
+            self.at = 0;
+        }
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("wire: the server closed the connection"),
+                Ok(n) => return self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+                Err(e) => panic!("wire: read: {e}"),
+            }
+        }
+    }
+
+    /// The next line, without its `\r\n`.
+    fn line(&mut self) -> String {
+        loop {
+            if let Some(end) = self.buf[self.at..].windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[self.at..self.at + end]).into_owned();
+                self.at += end + 2;
+                return line;
+            }
+            self.fill();
+        }
+    }
+
+    fn read(&mut self) -> Reply {
+        let line = self.line();
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            ":" => Reply::Int(rest.parse().expect("wire: an integer")),
+            "_" => Reply::Nil,
+            "$" if rest == "-1" => Reply::Nil,
+            "$" => {
+                let len: usize = rest.parse().expect("wire: a length");
+                while self.buf.len() - self.at < len + 2 {
+                    self.fill();
+                }
+                self.at += len + 2;
+                Reply::Other
+            }
+            "+" => Reply::Other,
+            "-" => panic!("wire: the server answered {line}"),
+            other => panic!("wire: unexpected reply type {other}"),
+        }
+    }
+}
+
+fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
