@@ -228,14 +228,16 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     let evals_before = cluster::get().command_calls("eval");
     // A client that only looks: its view goes stale with the failover.
     let looker = client().await;
+    // And one that writes while its view is stale.
+    let writer = client().await;
     tokio::task::block_in_place(|| cluster::get().fail_over(slot));
-    // A write at once, while the looker's view is stale, meets the demoted master, whose WAIT
-    // is refused (a replica has none): a failover, not a server without WAIT.
+    // A write at once, while the writer's view is stale, meets the demoted master, whose WAIT
+    // is refused (a replica has none): a failover, not a server without WAIT (checked below,
+    // once the looker has looked).
     assert!(
-        looker.lock(&name).try_lock().await.unwrap().is_none(),
+        writer.lock(&name).try_lock().await.unwrap().is_none(),
         "held"
     );
-    assert_eq!(looker.replica_sync(), ReplicaSyncState::On);
     // It still sees the lock, once: a read answered MOVED goes again where the slot is now.
     let mut scan = looker.scan("failover*");
     let mut seen = Vec::new();
@@ -245,6 +247,8 @@ async fn a_manual_failover_keeps_holders_and_wakes_waiters() {
     assert_eq!(seen, std::slice::from_ref(&name));
     assert!(looker.inspect(&name).await.unwrap().holders.len() == 1);
     looker.shutdown().await;
+    assert_eq!(writer.replica_sync(), ReplicaSyncState::On);
+    writer.shutdown().await;
     // The waiter is subscribed at the new master again (at once: the demoted master's
     // SUNSUBSCRIBE says so; the 5 s topology scan is only the backstop).
     let resubscribed = support::eventually(Duration::from_secs(2), || {

@@ -103,16 +103,24 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
 
 /// Checks, at connect, that the masters have `WAIT` when lock writes are to wait for replicas
 /// (some managed services have none): refused if replica sync was asked for, else given up
-/// (see [`ReplicaSync`]).
+/// (see [`ReplicaSync`]). Where the ACL hides `COMMAND`, the first `WAIT`'s answer decides.
 pub(crate) async fn check_replica_sync(
     conn: &mut Connection,
     sync: Option<&ReplicaSync>,
 ) -> Result<()> {
     let Some(sync) = sync else { return Ok(()) };
-    match require_commands(conn, &["WAIT"], REPLICA_SYNC_NEEDED_BY).await {
-        Err(Error::Unsupported { .. }) if sync.refused(&"COMMAND INFO shows no WAIT") => Ok(()),
-        checked => checked,
+    match missing_command(conn, &["WAIT"]).await? {
+        Checked::AllThere => sync.confirm(),
+        Checked::Missing(_) if sync.refused(&"COMMAND INFO shows no WAIT") => {}
+        Checked::Missing(command) => {
+            return Err(Error::Unsupported {
+                command: command.to_string(),
+                needed_by: REPLICA_SYNC_NEEDED_BY.to_string(),
+            })
+        }
+        Checked::Hidden => {}
     }
+    Ok(())
 }
 
 const REPLICA_SYNC_NEEDED_BY: &str =
@@ -125,10 +133,29 @@ const SHARDED_NEEDED_BY: &str =
     "PublishMode::SPublish (sharded pub/sub: Redis or Valkey 7.0 or newer; use PublishMode::Publish)";
 
 /// Refuses a server that lacks one of `commands` with [`Error::Unsupported`], at connect rather
-/// than on the first unlock. `COMMAND INFO` answers nil for a command the server does not know.
-/// If the ACL refuses `COMMAND` itself, the check is skipped: scripts publish before they write,
-/// so a missing command still fails an unlock with nothing changed.
+/// than on the first unlock. If the ACL refuses `COMMAND` itself, the check is skipped: scripts
+/// publish before they write, so a missing command still fails an unlock with nothing changed.
 async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &str) -> Result<()> {
+    match missing_command(conn, commands).await? {
+        Checked::Missing(command) => Err(Error::Unsupported {
+            command: command.to_string(),
+            needed_by: needed_by.to_string(),
+        }),
+        Checked::AllThere | Checked::Hidden => Ok(()),
+    }
+}
+
+/// What `COMMAND INFO` says of some commands.
+enum Checked<'a> {
+    AllThere,
+    /// The first one the server does not know.
+    Missing(&'a str),
+    /// The ACL refuses `COMMAND`: nothing is known.
+    Hidden,
+}
+
+/// Asks `COMMAND INFO` about `commands` (it answers nil for a command the server does not know).
+async fn missing_command<'a>(conn: &mut Connection, commands: &[&'a str]) -> Result<Checked<'a>> {
     let mut command_info = redis::cmd("COMMAND");
     command_info.arg("INFO").arg(commands);
     let info = conn
@@ -139,19 +166,12 @@ async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &
         Ok(info) => info,
         Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) => {
             tracing::debug!(error = %err, "COMMAND INFO refused; commands not checked at connect");
-            return Ok(());
+            return Ok(Checked::Hidden);
         }
         Err(err) => return Err(connect_error(err)),
     };
-    match commands
-        .iter()
+    let missing = (commands.iter())
         .zip(info.iter().chain(std::iter::repeat(&redis::Value::Nil)))
-        .find(|(_, info)| matches!(info, redis::Value::Nil))
-    {
-        Some((command, _)) => Err(Error::Unsupported {
-            command: command.to_string(),
-            needed_by: needed_by.to_string(),
-        }),
-        None => Ok(()),
-    }
+        .find(|(_, info)| matches!(info, redis::Value::Nil));
+    Ok(missing.map_or(Checked::AllThere, |(command, _)| Checked::Missing(command)))
 }

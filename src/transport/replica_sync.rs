@@ -5,8 +5,9 @@
 //! replica sync left at its default, the client then carries on without it, as Redisson does
 //! since 3.26.1, and says so once (a `warn` event, and
 //! [`LockClient::replica_sync`](crate::LockClient::replica_sync)): at connect when
-//! `COMMAND INFO` shows no `WAIT`, or at the first `WAIT` the server refuses where the ACL
-//! hides `COMMAND`. A replica sync the user asked for ([`Config::with_replica_sync`]) is
+//! `COMMAND INFO` shows no `WAIT`, or, where the ACL hides `COMMAND`, at a `WAIT` the server
+//! refuses before any was answered (once one was, the server has `WAIT`, and a refusal is a
+//! failover's demoted master). A replica sync the user asked for ([`Config::with_replica_sync`]) is
 //! refused at connect instead ([`Error::Unsupported`](crate::Error::Unsupported)), and where
 //! that check could not be made each write the server refuses to `WAIT` for counts as not
 //! replicated.
@@ -28,6 +29,10 @@ pub(crate) struct ReplicaSync {
     required: bool,
     /// The server has no `WAIT` (only ever set when not required): writes carry none.
     unavailable: AtomicBool,
+    /// The server is known to have `WAIT` (`COMMAND INFO` at connect, or a `WAIT` answered):
+    /// a refused `WAIT` is then never read as a server without one (a master demoted in a
+    /// failover refuses it too).
+    confirmed: AtomicBool,
 }
 
 impl ReplicaSync {
@@ -41,12 +46,23 @@ impl ReplicaSync {
                 .max(1),
             required: config.replica_sync_required(),
             unavailable: AtomicBool::new(false),
+            confirmed: AtomicBool::new(false),
         }))
     }
 
     /// `WAIT`'s timeout in ms, or `None` once the server turned out to have no `WAIT`.
     pub(crate) fn timeout_ms(&self) -> Option<u64> {
         (!self.unavailable.load(Ordering::Relaxed)).then_some(self.timeout_ms)
+    }
+
+    /// The server has `WAIT`: from now on a refused one is never read as a server without it.
+    pub(crate) fn confirm(&self) {
+        self.confirmed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the server is known to have `WAIT`.
+    pub(crate) fn confirmed(&self) -> bool {
+        self.confirmed.load(Ordering::Relaxed)
     }
 
     /// Whether the server turned out to have no `WAIT`, and writes go on without one.

@@ -284,9 +284,9 @@ async fn send_alone(
 
 /// Reads a `WAIT` reply (the replicas that acknowledged). A `WAIT` that failed counts as no
 /// acknowledgement (the calls' own answers must not be lost for it); no acknowledgement from a
-/// master that, counted again, has no replica able to give one is enough. A `WAIT` the server
-/// refused means it has none for us ([`refuses_wait`]): replica sync left at its default is
-/// given up ([`ReplicaSync::refused`]) and the write stands.
+/// master that, counted again, has no replica able to give one is enough. A `WAIT` refused by
+/// a server never seen to have one means it has none for us ([`refuses_wait`]): replica sync
+/// left at its default is given up ([`ReplicaSync::refused`]) and the write stands.
 async fn acknowledged(
     conn: &mut Connection,
     target: &Target,
@@ -296,9 +296,13 @@ async fn acknowledged(
     sync: Option<&ReplicaSync>,
 ) -> Synced {
     let acks = match reply.map(|r| r.and_then(|v| u32::from_redis_value(v).map_err(Into::into))) {
-        Some(Ok(acks)) => acks,
+        Some(Ok(acks)) => {
+            sync.inspect(|s| s.confirm());
+            acks
+        }
         Some(Err(err)) => {
-            if let Some(sync) = sync {
+            // (Only while the server was never seen to have WAIT: see ReplicaSync::confirm.)
+            if let Some(sync) = sync.filter(|s| !s.confirmed()) {
                 if refuses_wait(conn, target, &err).await && sync.refused(&err) {
                     return Synced::Yes;
                 }

@@ -521,6 +521,15 @@ where
         Vec::<(String, String)>::new(),
         "{what}: two holders, neither told of a loss, inside a critical section at once"
     );
+    // A failover's demoted master refuses WAIT; that is no server without WAIT: every Rust
+    // client still waits for replicas (given up, the next kill loses acknowledged writes).
+    for client in rust_clients {
+        assert_ne!(
+            client.replica_sync(),
+            redisson_lock::inspect::ReplicaSyncState::Unavailable,
+            "{what}: replica sync given up through the fault"
+        );
+    }
     // Each excused overlap (a told holder's section) can undo one update, and so can each
     // disturbed section; nothing else may.
     let sections = fleet_sections();
