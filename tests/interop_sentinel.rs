@@ -117,7 +117,9 @@ async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
     s.java.unlock(&name, "a").await.unwrap();
     let java = wait_calls() - before;
     let before = wait_calls();
-    let guard = s.rust.lock(&name).lock().await.unwrap();
+    // (A fixed lease, as Java's: a watchdog hold's renewal would add a WAIT of its own.)
+    let lease = Duration::from_millis(LONG_LEASE_MS);
+    let guard = s.rust.lock(&name).lock_with_lease(lease).await.unwrap();
     guard.unlock().await.unwrap();
     let rust = wait_calls() - before;
     println!(
