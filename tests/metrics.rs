@@ -124,8 +124,10 @@ async fn operations_and_faults_are_counted() {
     .await;
     assert!(counted, "a renewal that found the lock gone is counted");
 
-    // An unlock that finds the lock gone (deleted before the watchdog could tell).
-    let gone = other.lock("m-gone").lock().await.unwrap();
+    // An unlock that finds the lock gone. (A fixed lease: no renewal can find it gone first,
+    // which made this unlock answer LockLost, the loss already told, once in a CI run.)
+    let fixed = Duration::from_secs(30);
+    let gone = other.lock("m-gone").lock_with_lease(fixed).await.unwrap();
     let _: i64 = server.cmd(&["DEL", "m-gone"]);
     let err = gone.unlock().await.unwrap_err();
     assert!(matches!(err, Error::NotOwner { .. }), "{err}");
