@@ -261,6 +261,14 @@ fn main() {
     print!("{out}");
 }
 
+/// Records one P1 repetition of `imp`, `(p50 µs, p99 µs, client CPU µs per pair)`, under
+/// `prefix` (`p1`, or `p1unix` over the server's Unix socket).
+fn record_p1(results: &mut Results, prefix: &str, imp: &str, (p50, p99, cpu): (f64, f64, f64)) {
+    results.add(&format!("{prefix}.p50_us"), imp, p50);
+    results.add(&format!("{prefix}.p99_us"), imp, p99);
+    results.add(&format!("{prefix}.cpu_us"), imp, cpu);
+}
+
 fn java_name(j: &Java) -> String {
     format!("redisson-{}", j.version)
 }
@@ -334,23 +342,17 @@ fn run(
                     plan.p1_warmup,
                     plan.p1_iters,
                 );
-                let (p50, p99, cpu) = in_task(rt, run);
-                results.add("p1.p50_us", imp, p50);
-                results.add("p1.p99_us", imp, p99);
-                results.add("p1.cpu_us", imp, cpu);
+                record_p1(&mut results, "p1", imp, in_task(rt, run));
                 target.flushall();
             }
             // The wire's floor: a blocking socket and nothing else, at the P1 key's node.
             // (`wire`: blocking reads; `wire-spin`: a non-blocking socket read in a loop.)
             let node = target.node_of("bench:p1");
+            let (publish, replicas) = (target.publish_command(), target.has_replicas());
             for (imp, spin) in [("wire", false), ("wire-spin", true)] {
-                let replicas = target.has_replicas();
                 let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                let (p50, p99, cpu) =
-                    wire::p1_wire(&node, "bench:p1", replicas, spin, warmup, iters);
-                results.add("p1.p50_us", imp, p50);
-                results.add("p1.p99_us", imp, p99);
-                results.add("p1.cpu_us", imp, cpu);
+                let run = wire::p1_wire(&node, publish, replicas, spin, warmup, iters);
+                record_p1(&mut results, "p1", imp, run);
                 target.flushall();
             }
             // Over the server's Unix socket (a service beside its Redis): the crate and the
@@ -358,18 +360,12 @@ fn run(
             if let Some(path) = socket {
                 let url = format!("redis+unix://{path}");
                 let over = Target::Single(url.clone());
-                let run = p1("crate".into(), over.clone(), plan.p1_warmup, plan.p1_iters);
-                let (p50, p99, cpu) = in_task(rt, run);
-                results.add("p1unix.p50_us", "crate", p50);
-                results.add("p1unix.p99_us", "crate", p99);
-                results.add("p1unix.cpu_us", "crate", cpu);
+                let run = p1("crate".into(), over, plan.p1_warmup, plan.p1_iters);
+                record_p1(&mut results, "p1unix", "crate", in_task(rt, run));
                 for (imp, spin) in [("wire", false), ("wire-spin", true)] {
                     let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                    let (p50, p99, cpu) =
-                        wire::p1_wire(&url, "bench:p1", false, spin, warmup, iters);
-                    results.add("p1unix.p50_us", imp, p50);
-                    results.add("p1unix.p99_us", imp, p99);
-                    results.add("p1unix.cpu_us", imp, cpu);
+                    let run = wire::p1_wire(&url, "publish", false, spin, warmup, iters);
+                    record_p1(&mut results, "p1unix", imp, run);
                 }
                 target.flushall();
             }

@@ -1,7 +1,8 @@
 //! The wire's floor: what an uncontended lock + unlock costs a client that does nothing else.
-//! One thread, a blocking `std::net::TcpStream` (or `UnixStream`), no pipelining across the
-//! pair: the crate's own acquire and unlock scripts (`EVALSHA`, the same keys and arguments as
-//! the floor's), written as RESP by hand, each reply read before the next call. Where the
+//! One thread, a `std::net::TcpStream` (or `UnixStream`), read blocking or spinning, no
+//! pipelining across the pair: the crate's own acquire and unlock scripts (`EVALSHA`, the same
+//! keys and arguments as the floor's, publishing with the topology's command), written as RESP
+//! by hand, each reply read before the next call. Where the
 //! master has a replica, each script carries `WAIT 1 1000` in the same write, as every other
 //! client here does. Spent latches are left to their `PX` (the crate deletes them in batched
 //! sweeps, off the caller's path).
@@ -22,20 +23,22 @@ const UNLOCK: &str = include_str!("../../scripts/lua/unlock.lua");
 const LEASE_MS: u64 = 30_000;
 const LATCH_PX_MS: u64 = 20_000;
 const FIELD: &str = "00000000-0000-4000-8000-00000000000f:1";
+/// P1's key (the crate's and the floor's too).
+const KEY: &str = "bench:p1";
 
 /// A byte stream to the server: TCP or a Unix socket.
 trait Wire: Read + Write {}
 impl Wire for TcpStream {}
 impl Wire for UnixStream {}
 
-/// `(p50 µs, p99 µs, client CPU µs per pair)` of `iters` pairs on `key` at `url`
+/// `(p50 µs, p99 µs, client CPU µs per pair)` of `iters` pairs on P1's key at `url`
 /// (`redis://host:port` or `redis+unix:///path`), after `warmup` pairs. Runs on the caller's
 /// thread. `spin`: the socket is non-blocking and a read is retried at once until bytes come,
 /// so the thread never sleeps between a request and its reply (the difference between the two
 /// is the wake-up of a thread asleep in `read`).
 pub(crate) fn p1_wire(
     url: &str,
-    key: &str,
+    publish: &str,
     wait: bool,
     spin: bool,
     warmup: usize,
@@ -63,6 +66,7 @@ pub(crate) fn p1_wire(
     for code in [ACQUIRE, UNLOCK] {
         conn.call(&[b"SCRIPT", b"LOAD", code.as_bytes()], false);
     }
+    let key = KEY;
     let channel = format!("redisson_lock__channel:{{{key}}}");
     let (lease, px) = (LEASE_MS.to_string(), LATCH_PX_MS.to_string());
     let mut seq = 0u64;
@@ -95,7 +99,7 @@ pub(crate) fn p1_wire(
                 b"0",
                 lease.as_bytes(),
                 FIELD.as_bytes(),
-                b"publish",
+                publish.as_bytes(),
                 px.as_bytes(),
             ],
             wait,

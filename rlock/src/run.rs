@@ -94,8 +94,10 @@ async fn hold_and_run(
                 .acquire(args.wait, args.lease)
                 .await
                 .map(|g| {
-                    g.map(|g| (g.token(), g))
-                        .map(|(t, g)| (g.into_guard(), Some(t)))
+                    g.map(|g| {
+                        let token = g.token();
+                        (g.into_guard(), Some(token))
+                    })
                 }),
             _ => (lock.acquire(args.wait, args.lease).await).map(|g| g.map(|g| (g, None))),
         }

@@ -112,12 +112,7 @@ pub(crate) async fn check_replica_sync(
     match missing_command(conn, &["WAIT"]).await? {
         Checked::AllThere => sync.confirm(),
         Checked::Missing(_) if sync.refused(&"COMMAND INFO shows no WAIT") => {}
-        Checked::Missing(command) => {
-            return Err(Error::Unsupported {
-                command: command.to_string(),
-                needed_by: REPLICA_SYNC_NEEDED_BY.to_string(),
-            })
-        }
+        Checked::Missing(command) => return Err(unsupported(command, REPLICA_SYNC_NEEDED_BY)),
         Checked::Hidden => {}
     }
     Ok(())
@@ -137,11 +132,16 @@ const SHARDED_NEEDED_BY: &str =
 /// publish before they write, so a missing command still fails an unlock with nothing changed.
 async fn require_commands(conn: &mut Connection, commands: &[&str], needed_by: &str) -> Result<()> {
     match missing_command(conn, commands).await? {
-        Checked::Missing(command) => Err(Error::Unsupported {
-            command: command.to_string(),
-            needed_by: needed_by.to_string(),
-        }),
+        Checked::Missing(command) => Err(unsupported(command, needed_by)),
         Checked::AllThere | Checked::Hidden => Ok(()),
+    }
+}
+
+/// The refusal of a server without `command`, which `needed_by` needs.
+fn unsupported(command: &str, needed_by: &str) -> Error {
+    Error::Unsupported {
+        command: command.to_string(),
+        needed_by: needed_by.to_string(),
     }
 }
 

@@ -48,11 +48,10 @@ impl Monitor {
     /// sent afterwards on another connection comes back through `MONITOR` after them.
     pub fn sync(&self) {
         let marker = format!("monitor-sync-{}", uuid_like());
-        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
-            .unwrap()
-            .get_connection()
+        let _: String = redis::cmd("ECHO")
+            .arg(&marker)
+            .query(&mut self.conn())
             .unwrap();
-        let _: String = redis::cmd("ECHO").arg(&marker).query(&mut conn).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let quoted = format!("\"{marker}\"");
         while !self
@@ -93,13 +92,20 @@ impl Monitor {
         self.log.lock().unwrap().clear();
     }
 
-    /// Addresses of the connections whose name contains `name_part` (`CLIENT LIST`).
-    fn addresses(&self, name_part: &str) -> HashSet<String> {
-        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
+    /// A plain connection to the monitored server (the test's own: never counted).
+    fn conn(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}", self.port))
             .unwrap()
             .get_connection()
+            .unwrap()
+    }
+
+    /// Addresses of the connections whose name contains `name_part` (`CLIENT LIST`).
+    fn addresses(&self, name_part: &str) -> HashSet<String> {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut self.conn())
             .unwrap();
-        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
         list.lines()
             .filter(|l| {
                 l.split(' ').any(|f| {

@@ -1,10 +1,13 @@
 //! `rlock` on a Redis Cluster and through Redis Sentinel: the library's shared fixtures
 //! (one cluster and one sentinel group for this binary, distinct keys per test).
 
+use std::process::Command;
+
 use redisson_lock::{names, LockClient};
 
 use super::support::cluster::{self, key_on_master, RedisCluster};
 use super::support::sentinel::{self, SentinelGroup, MASTER_NAME};
+use super::{output, RLOCK};
 
 async fn client() -> LockClient {
     let config = cluster::get().config();
@@ -29,18 +32,10 @@ async fn the_cli_works_on_a_cluster() {
     let _steady = RedisCluster::steady().await;
     let seeds = cluster::get().urls().join(",");
     let rlock = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
-            .arg("--cluster")
-            .arg(&seeds)
-            .args(args)
-            .output()
-            .expect("run rlock");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        (
-            out.status.code(),
-            text,
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let mut cmd = Command::new(RLOCK);
+        cmd.arg("--cluster").arg(&seeds).args(args);
+        let (status, stdout, stderr) = output(cmd);
+        (status.code(), stdout, stderr)
     };
     let name = key_on_master("cli", 2);
     let slot = names::cluster_slot(&name);
@@ -73,16 +68,11 @@ async fn the_cli_works_through_the_sentinels() {
     let _steady = SentinelGroup::steady().await;
     let urls = sentinel::get().sentinel_urls().join(",");
     let rlock = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
-            .args(["--sentinel", &urls, "--master-name", MASTER_NAME])
-            .args(args)
-            .output()
-            .expect("run rlock");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let mut cmd = Command::new(RLOCK);
+        cmd.args(["--sentinel", &urls, "--master-name", MASTER_NAME])
+            .args(args);
+        let (status, stdout, stderr) = output(cmd);
+        (status.code(), stdout, stderr)
     };
     let (code, text, err) = rlock(&["run", "s-cli", "--", "sh", "-c", "echo $RLOCK_KEY"]);
     assert_eq!(code, Some(0), "{err}");
@@ -103,12 +93,10 @@ async fn the_cli_works_through_the_sentinels() {
     assert_eq!(code, Some(0), "{err}");
     assert!(!client.lock("s-cli").is_locked().await.unwrap());
     // Without the master's name the sentinel urls mean nothing: refused as usage.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rlock"))
-        .args(["--sentinel", &urls, "status", "s-cli"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(64), "{err}");
+    let mut cmd = Command::new(RLOCK);
+    cmd.args(["--sentinel", &urls, "status", "s-cli"]);
+    let (status, _, err) = output(cmd);
+    assert_eq!(status.code(), Some(64), "{err}");
     assert!(
         err.contains("--master-name"),
         "the missing flag is named: {err}"
