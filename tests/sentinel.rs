@@ -218,6 +218,59 @@ async fn every_lock_write_waits_for_the_replica_unless_turned_off() {
     ));
 }
 
+/// Writes queued behind another's `WAIT` go out together behind one `WAIT` of their own (a
+/// `WAIT` acknowledges every write before it on its connection), and each still returns only
+/// once the replica has it. The replica is stopped while the first acquire waits, so the
+/// other 31 queue behind it; once it runs again, 32 acquires took 2 `WAIT`s, not 32.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_queued_behind_a_wait_share_the_next_and_each_is_acknowledged() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let client = client_with(|c| c.with_replica_sync(Some(Duration::from_secs(20)))).await;
+    support::load_scripts(&client).await;
+    let before = wait_calls(sentinel::get().master());
+    sentinel::get().replica().signal(libc::SIGSTOP);
+    let acquire = |i: usize| {
+        let lock = client.lock(format!("s-shared-{i}"));
+        tokio::spawn(async move {
+            let guard = lock.try_lock().await.unwrap().expect("a free lock");
+            // (Returned only once acknowledged: the replica has it now.)
+            let at_replica = holders(sentinel::get().replica(), guard.name());
+            (guard, at_replica)
+        })
+    };
+    let first = acquire(0);
+    let waiting = support::eventually(Duration::from_secs(10), || {
+        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
+        clients.lines().any(|l| l.contains("cmd=wait"))
+    })
+    .await;
+    assert!(
+        waiting,
+        "the first acquire's WAIT blocks on the stopped replica"
+    );
+    let rest: Vec<_> = (1..32).map(acquire).collect();
+    // (Nothing outside shows a write queued: a moment for the 31 tasks to reach the queue.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sentinel::get().replica().signal(libc::SIGCONT);
+    for task in std::iter::once(first).chain(rest) {
+        let (guard, at_replica) = task.await.unwrap();
+        assert_eq!(
+            at_replica,
+            vec![guard.owner_field()],
+            "{} at the replica",
+            guard.name()
+        );
+        guard.unlock().await.unwrap();
+    }
+    let waits = wait_calls(sentinel::get().master()) - before;
+    // 32 acquires and 32 unlocks: the acquires took 2, the unlocks (one after another) 32.
+    assert!(
+        waits <= 2 + 32,
+        "the 31 queued acquires shared one WAIT: {waits} WAITs in all"
+    );
+    client.shutdown().await;
+}
+
 /// A stopped replica acknowledges nothing: an acquire waits out the sync timeout, is undone
 /// and fails with `NotReplicated` (nothing left held at the master); a holder whose renewals
 /// go unacknowledged for a whole lease is told its lock is lost, although the master has

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::direct::Direct;
 use super::naming::Named;
 use super::sentinel::SentinelConnection;
+use super::shared_wait::SharedWait;
 use super::slots::{self, Grouping};
 use super::topology::{Replicas, Topology};
 use super::write::{is_stale_route, packed, Call, Target};
@@ -296,6 +297,16 @@ impl Connection {
             }
             (Connection::Cluster(..), Target::Node(node)) => Some(format!("{}:{}", node.0, node.1)),
             _ => None,
+        }
+    }
+
+    /// The queues of writes that share a `WAIT` (none on a standalone server, which is never
+    /// waited for).
+    pub(super) fn shared_wait(&self) -> Option<&Arc<SharedWait>> {
+        match self {
+            Connection::Standalone(_) => None,
+            Connection::Cluster(_, _, direct) => Some(&direct.shared_wait),
+            Connection::Sentinel(conn) => Some(conn.shared_wait()),
         }
     }
 

@@ -20,6 +20,7 @@ use redis::AsyncConnectionConfig;
 use tokio::time::Instant;
 
 use super::naming::{ConnName, Renamer};
+use super::shared_wait::SharedWait;
 use super::topology::Topology;
 use super::NodeAddr;
 
@@ -33,6 +34,8 @@ pub(crate) struct Direct {
     config: AsyncConnectionConfig,
     topology: Arc<Topology>,
     links: Mutex<Links>,
+    /// Writes queued behind another's `WAIT` to the same master.
+    pub(super) shared_wait: Arc<SharedWait>,
     /// The client's name, given to each link, and to the cluster connection's node
     /// connections again after one drops.
     pub(crate) name: Option<ConnName>,
@@ -69,6 +72,7 @@ impl Direct {
             config,
             topology,
             links: Mutex::default(),
+            shared_wait: Arc::default(),
             renamer: name.clone().map(Renamer::new),
             name,
         })

@@ -12,6 +12,7 @@ mod node;
 pub(crate) mod pubsub;
 pub(crate) mod replica_sync;
 pub(crate) mod sentinel;
+mod shared_wait;
 pub(crate) mod slots;
 pub(crate) mod topology;
 pub(crate) mod write;

@@ -32,6 +32,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::transport::naming::Named;
 use crate::transport::node::{connect_error, connect_manager};
+use crate::transport::shared_wait::SharedWait;
 use crate::transport::topology::Replicas;
 use crate::transport::{node_info, NodeAddr};
 
@@ -56,6 +57,8 @@ struct Shared {
     current: RwLock<(Named, NodeAddr)>,
     /// The client's view, shared by the connections opened beside this one.
     view: Arc<View>,
+    /// Writes queued behind another's `WAIT` on this handle's connection.
+    shared_wait: Arc<SharedWait>,
 }
 
 /// Where the master is and how many replicas it has, as the client's one follower knows it.
@@ -132,6 +135,7 @@ impl SentinelConnection {
         let shared = Arc::new(Shared {
             current: RwLock::new((conn.clone(), addr)),
             view,
+            shared_wait: Arc::default(),
         });
         tokio::spawn(follow(Arc::downgrade(&shared), sentinels));
         Ok(SentinelConnection { shared, conn })
@@ -151,6 +155,7 @@ impl SentinelConnection {
         let shared = Arc::new(Shared {
             current: RwLock::new((conn.clone(), addr)),
             view: client.shared.view.clone(),
+            shared_wait: Arc::default(),
         });
         tokio::spawn(track(Arc::downgrade(&shared), master, base, config.clone()));
         Ok(SentinelConnection { shared, conn })
@@ -184,6 +189,11 @@ impl SentinelConnection {
             view.suspect.notify_one();
         }
         counted
+    }
+
+    /// The queues of writes sharing a `WAIT` on this handle's connection.
+    pub(super) fn shared_wait(&self) -> &Arc<SharedWait> {
+        &self.shared.shared_wait
     }
 
     /// The current master's connection (refreshed in this handle).

@@ -120,7 +120,7 @@ pub(crate) fn is_no_script(err: &RedisError) -> bool {
 }
 
 /// Where one group of calls goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Target {
     /// The one master (a standalone server, the master Sentinel names).
     Master,
@@ -133,9 +133,9 @@ pub(crate) enum Target {
 
 /// The `WAIT` behind a group's write.
 #[derive(Debug, Clone, Copy)]
-struct Wait {
-    replicas: u32,
-    timeout_ms: u64,
+pub(super) struct Wait {
+    pub(super) replicas: u32,
+    pub(super) timeout_ms: u64,
 }
 
 /// Sends `calls` grouped by node, each group in one write (all groups at once), and returns
@@ -207,20 +207,15 @@ async fn write_group(
                 .await;
             (Ok(vec![reply]), Synced::Yes)
         } else {
-            let mut pipe = Pipeline::with_capacity(pending.len() + 1);
-            for &i in &pending {
+            let cmds = pending.iter().map(|&i| {
                 let call = &calls[i];
                 let cmd = if as_eval { call.as_eval() } else { None };
-                pipe.add_command(cmd.unwrap_or_else(|| call.cmd.clone()));
-            }
-            if let Some(wait) = wait {
-                pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
-            }
-            let mut replies = conn.send_many(target, &pipe, first_key).await;
+                cmd.unwrap_or_else(|| call.cmd.clone())
+            });
+            let (replies, acks) = send_synced(&mut conn, target, cmds, wait, first_key).await;
             let mut synced = Synced::Yes;
-            if let (Some(wait), Ok(replies)) = (wait, &mut replies) {
-                let reply = replies.pop();
-                synced = acknowledged(&mut conn, target, first_key, reply, wait, sync).await;
+            if let (Some(wait), Ok(_)) = (wait, &replies) {
+                synced = acknowledged(&mut conn, target, first_key, acks, wait, sync).await;
             }
             (replies, synced)
         };
@@ -252,6 +247,46 @@ async fn write_group(
         answers.push((i, send_alone(&mut conn, &calls[i], wait, sync).await));
     }
     answers
+}
+
+/// Sends `cmds` to `target` in one write, with `wait` behind them: the replies, and the
+/// `WAIT`'s. Where the connection shares `WAIT`s ([`SharedWait`]), writes queued behind one
+/// out share the next.
+async fn send_synced(
+    conn: &mut Connection,
+    target: &Target,
+    cmds: impl Iterator<Item = Cmd>,
+    wait: Option<Wait>,
+    first_key: &str,
+) -> (
+    RedisResult<Vec<RedisResult<Value>>>,
+    Option<RedisResult<Value>>,
+) {
+    if let (Some(wait), Some(shared), false) =
+        (wait, conn.shared_wait(), matches!(target, Target::Slot(_)))
+    {
+        let shared = shared.clone();
+        return match shared
+            .send(conn, target, cmds.collect(), wait, first_key)
+            .await
+        {
+            Ok((replies, acks)) => (Ok(replies), acks),
+            Err(err) => (Err(err), None),
+        };
+    }
+    let mut pipe = Pipeline::new();
+    for cmd in cmds {
+        pipe.add_command(cmd);
+    }
+    if let Some(wait) = wait {
+        pipe.cmd("WAIT").arg(wait.replicas).arg(wait.timeout_ms);
+    }
+    let mut replies = conn.send_many(target, &pipe, first_key).await;
+    let acks = match (&mut replies, wait) {
+        (Ok(replies), Some(_)) => replies.pop(),
+        _ => None,
+    };
+    (replies, acks)
 }
 
 /// A call that met a stale map on a cluster, sent again through redis-rs's cluster connection
