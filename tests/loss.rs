@@ -1,6 +1,6 @@
-//! Loss told at once (`Config::with_prompt_loss_detection`): a holder listens on its lock's
-//! channel, and a forced unlock by anyone is noticed within a round trip instead of at the
-//! next renewal.
+//! Loss told at once (`Config::with_prompt_loss_detection`, on by default): a holder listens
+//! on its lock's channel once its hold has lived a few ms, and a forced unlock by anyone is
+//! noticed within a round trip instead of at the next renewal.
 
 mod support;
 
@@ -38,7 +38,10 @@ async fn a_forced_unlock_is_told_to_the_holder_at_once() {
 async fn without_it_the_holder_learns_at_the_next_renewal() {
     let server = RedisServer::start();
     let holder = server
-        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(30)))
+        .client_with(|c| {
+            c.with_watchdog_timeout(Duration::from_secs(30))
+                .with_prompt_loss_detection(false)
+        })
         .await;
     let other = server.client().await;
     let guard = holder.lock("untold").lock().await.unwrap();
@@ -75,5 +78,57 @@ async fn a_released_hold_stops_listening() {
     first.unlock().await.unwrap();
     let gone = eventually(Duration::from_secs(5), || server.subscribers(&channel) == 0).await;
     assert!(gone, "unsubscribed once the lock was released");
+    holder.shutdown().await;
+}
+
+/// On by default, and a hold lost before its watch began (forced at once after the acquire)
+/// is told when the watch begins: it checks the hold first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_lost_in_its_first_moments_is_told_when_its_watch_begins() {
+    let server = RedisServer::start();
+    // (The library's defaults, not the fixture's: a 30 s watchdog, so the next renewal is
+    // 10 s away, and loss told at once.)
+    let holder = redisson_lock::LockClient::connect(&server.url())
+        .await
+        .unwrap();
+    let other = server.client().await;
+    let guard = holder.lock("early").lock().await.unwrap();
+    let forced = Instant::now();
+    assert!(other.lock("early").force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("told well before the next renewal");
+    let window = forced.elapsed();
+    eprintln!("forced unlock in the first moments to lost signal: {window:?}");
+    assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+    // (Its watch begins 10-20 ms after the acquire, and checks the hold first.)
+    assert!(window < Duration::from_millis(100), "{window:?}");
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+/// A hold given up within its first few ms is never listened for: 200 lock+unlock pairs
+/// send no subscription, while a hold kept longer is listened for once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_hold_costs_no_subscription() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| {
+            c.with_service_name("short-holds")
+                .with_prompt_loss_detection(true)
+        })
+        .await;
+    let monitor = support::monitor::Monitor::start(server.port());
+    let lock = holder.lock("short");
+    for _ in 0..200 {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    }
+    let kept = holder.lock("kept").lock().await.unwrap();
+    server.until_subscribers(&support::channel("kept"), 1).await;
+    kept.unlock().await.unwrap();
+    let subscribes =
+        monitor.count("SUBSCRIBE", "short-holds") + monitor.count("SSUBSCRIBE", "short-holds");
+    assert_eq!(subscribes, 1, "only the hold kept was listened for");
+    assert_eq!(monitor.count("HGET", "short-holds"), 1, "and checked once");
     holder.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! The markdown table on stdout, and the issue's targets judged on this run's medians.
 
-use crate::scenarios::{PLAIN, WATCHING};
+use crate::scenarios::{PLAIN, UNWATCHED};
 use crate::stats::{median, Results};
 use crate::target::Target;
 use crate::Plan;
@@ -164,19 +164,19 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
         Better::Lower,
         true,
     );
-    // The same with prompt loss detection on (each holder listens on its lock's channel).
+    // The same with prompt loss detection off (on by default: its cost is the difference).
     row(
-        WATCHING,
+        UNWATCHED,
         "P1 uncontended",
-        "prompt loss detection on: lock+unlock p50 µs",
+        "prompt loss detection off: lock+unlock p50 µs",
         "p1.p50_us",
         Better::Lower,
         true,
     );
     row(
-        WATCHING,
+        UNWATCHED,
         "P1 uncontended",
-        "prompt loss detection on: … p99 µs",
+        "prompt loss detection off: … p99 µs",
         "p1.p99_us",
         Better::Lower,
         true,
@@ -198,9 +198,9 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
         true,
     );
     row(
-        WATCHING,
+        UNWATCHED,
         &format!("P2 {} owners", plan.p2_owners),
-        "prompt loss detection on: lock+unlock pairs/s",
+        "prompt loss detection off: lock+unlock pairs/s",
         "p2.ops",
         Better::Higher,
         true,
@@ -440,6 +440,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
         ),
     });
     out.push_str(&wire_floor(r));
+    out.push_str(&loss_cost(r));
     let reps = r.reps("p1.p50_us", "crate");
     out.push_str(&format!(
         "\n{}Medians over repetitions (P1/P2: {} each, P3: {} each, P4: 1 run per size). ↓ lower is better, ↑ higher is better; ratios are crate ÷ other.\n",
@@ -492,6 +493,34 @@ fn wire_floor(r: &Results) -> String {
     }
     if !out.is_empty() {
         out.push_str("The wire: one thread, a `std::net` socket, no pipelining, the crate's acquire and unlock scripts (`EVALSHA`, written as RESP by hand), each reply read before the next call (`WAIT` in the same write where there are replicas); its latches are left to their `PX`. A blocking read puts the thread to sleep until the reply; a spinning one retries a non-blocking read at once, so it never sleeps (and burns its core while it waits).\n");
+    }
+    out
+}
+
+/// What prompt loss detection (on by default) costs: the crate with it on against the same
+/// build with it off, with the targets of issue #32 (within 5 %).
+fn loss_cost(r: &Results) -> String {
+    let mut out = String::new();
+    for (metric, what, higher) in [
+        ("p1.p50_us", "P1 lock+unlock p50 µs", false),
+        ("p1.p99_us", "P1 … p99 µs", false),
+        ("p1.cpu_us", "P1 client CPU µs / pair", false),
+        ("p2.ops", "P2 pairs/s", true),
+    ] {
+        let (Some(on), Some(off)) = (r.median(metric, "crate"), r.median(metric, UNWATCHED)) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str("\n| Loss told at once: its cost | on (default) | off | on ÷ off | within 5 % |\n| --- | --- | --- | --- | --- |\n");
+        }
+        let ratio = on / off;
+        let met = if higher { ratio >= 0.95 } else { ratio <= 1.05 };
+        out.push_str(&format!(
+            "| {what} | {} | {} | {ratio:.2}× | {} |\n",
+            fmt_num(on),
+            fmt_num(off),
+            if met { "yes" } else { "**no**" }
+        ));
     }
     out
 }

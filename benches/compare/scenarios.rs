@@ -29,9 +29,9 @@ pub(crate) const PLAIN: &str = "crate-plain";
 /// handed off.
 pub(crate) const KINDS: [&str; 5] = ["fenced", "read", "write", "fair", "spin"];
 
-/// The P1/P2 name of the crate with prompt loss detection on (each holder listens on its
-/// lock's channel while it holds): what that costs.
-pub(crate) const WATCHING: &str = "crate-watch";
+/// The P1/P2 name of the crate with prompt loss detection off (on by default: each hold kept
+/// past a few ms listens on its lock's channel): what having it on costs.
+pub(crate) const UNWATCHED: &str = "crate-unwatched";
 
 // ---------------------------------------------------------------------------------------------
 // One lock, either implementation
@@ -93,8 +93,8 @@ impl Setup {
                         .expect("crate connect"),
                 )
             }
-            WATCHING => {
-                let config = target.config().with_prompt_loss_detection(true);
+            UNWATCHED => {
+                let config = target.config().with_prompt_loss_detection(false);
                 Setup::Crate(
                     LockClient::with_config(config)
                         .await

@@ -345,7 +345,7 @@ impl Target<'_> {
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
         // (A kind with no loss channel gets no watcher: `watch` checks.)
         if self.shared.config.prompt_loss_detection() {
-            crate::engine::loss::watch(&self.shared.core, &ticket, &self.shared.client_id);
+            self.shared.core.loss.watch(&ticket);
         }
         Hold::new(self.shared.clone(), ticket, lease)
     }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, PublishMode};
 use crate::engine::handoff::{Handoffs, Offer};
 use crate::engine::latches::{self, SpentLatches};
+use crate::engine::loss::LossWatch;
 use crate::engine::registry::{Lease, LostHold, Registry};
 use crate::engine::release::{self, Job, PendingReleases, Unlock};
 use crate::engine::watchdog::Watchdog;
@@ -43,6 +44,8 @@ pub(crate) struct Core {
     pub(crate) pending: Arc<PendingReleases>,
     /// The watchdog lease in ms (what a partial unlock resets the TTL to).
     pub(crate) watchdog_lease_ms: u64,
+    /// Holds waiting to be watched for their loss (with prompt loss detection).
+    pub(crate) loss: Arc<LossWatch>,
 }
 
 impl Core {
@@ -204,7 +207,15 @@ impl Engine {
             jobs: jobs.downgrade(),
             pending: Arc::default(),
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
+            loss: Arc::default(),
         };
+        if config.prompt_loss_detection() {
+            tokio::spawn(LossWatch::run(
+                core.clone(),
+                client_id.clone(),
+                tasks.clone(),
+            ));
+        }
         spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
         tokio::spawn(release::run_release_task(core.clone(), rx));
         tokio::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));

@@ -6,62 +6,128 @@
 //! or never for a fixed lease). A resubscription (a reconnect, a moved slot, a failover)
 //! checks too: a message may have been missed.
 //!
-//! One task and one channel share per held lock (not per hold: reentrant holds share their
-//! entry); off unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection).
+//! Most holds are short (a lock taken, a few writes, released), and listening costs a
+//! subscription, a check and a task: paid on every hold, that was half the speed of an
+//! uncontended lock+unlock. So a hold is only watched once it has lived [`SETTLE`]: one task
+//! per client ([`LossWatch::run`]) looks at the holds taken since it last looked, every
+//! `SETTLE`, and starts a watcher for each still held, which checks the hold at once (a loss
+//! in its first moments is told then) and after every message. A hold given up within
+//! `SETTLE` costs a push onto a list.
+//!
+//! One watcher and one channel share per held lock (not per hold: reentrant holds share their
+//! entry); on unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection)
+//! turns it off.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
+use parking_lot::Mutex;
+use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::registry::{Entry, Ticket};
 use crate::engine::Core;
 
-/// Starts the watcher of `ticket`'s entry if it has none yet.
-pub(crate) fn watch(core: &Core, ticket: &Ticket, client_id: &str) {
-    if !ticket.start_watching() {
-        return;
+/// How long a hold lives before it is watched: the longest a loss goes untold (plus as much
+/// again, at worst, for the look that finds it, and a round trip).
+pub(crate) const SETTLE: Duration = Duration::from_millis(10);
+
+/// The holds taken since the client's loss task last looked.
+#[derive(Default)]
+pub(crate) struct LossWatch {
+    fresh: Mutex<Vec<Weak<Entry>>>,
+    woken: Notify,
+}
+
+impl LossWatch {
+    /// Hands `ticket`'s entry to the loss task, if it has no watcher yet and its kind has a
+    /// channel to listen on.
+    pub(crate) fn watch(&self, ticket: &Ticket) {
+        if ticket.raw.loss_channel(&ticket.key).is_none() || !ticket.start_watching() {
+            return;
+        }
+        let mut fresh = self.fresh.lock();
+        fresh.push(Arc::downgrade(ticket));
+        if fresh.len() == 1 {
+            self.woken.notify_one();
+        }
     }
-    let raw = ticket.raw;
-    let key = ticket.key.clone();
+
+    /// The client's loss task: every [`SETTLE`], starts a watcher for each hold handed to it
+    /// that is still held and has lived `SETTLE`. Ends with `shutdown`.
+    pub(crate) async fn run(core: Core, client_id: String, shutdown: CancellationToken) {
+        let mut young: Vec<Weak<Entry>> = Vec::new();
+        loop {
+            if young.is_empty() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = core.loss.woken.notified() => {}
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(SETTLE) => {}
+            }
+            young.append(&mut core.loss.fresh.lock());
+            young.retain(|entry| match held(entry) {
+                None => false,
+                Some(entry) if entry.held_for() >= SETTLE => {
+                    tokio::spawn(watch_entry(core.clone(), entry, client_id.clone()));
+                    false
+                }
+                Some(_) => true,
+            });
+        }
+    }
+}
+
+/// Watches `entry` until it is given up or found lost: checks it now, then after every
+/// message on its channel and every resubscription.
+async fn watch_entry(core: Core, entry: Arc<Entry>, client_id: String) {
+    let raw = entry.raw;
+    let key = entry.key.clone();
     let Some(channel) = raw.loss_channel(&key) else {
         return;
     };
-    let field = raw.hash_field(&ticket.owner.field(client_id)).into_owned();
-    let (core, entry) = (core.clone(), Arc::downgrade(ticket));
-    tokio::spawn(async move {
-        let watch = core.hub.watch(&channel).await;
-        loop {
-            let woken = watch.notify().notified();
-            tokio::pin!(woken);
-            // (Enabled before the check: a message from now on is not missed.)
-            woken.as_mut().enable();
-            if held(&entry).is_none() {
-                return;
-            }
+    let field = raw.hash_field(&entry.owner.field(&client_id)).into_owned();
+    let entry = Arc::downgrade(&entry);
+    let watch = core.hub.watch(&channel).await;
+    // (Subscribed only now: what was sent on the channel before is checked for at once.)
+    let mut check = true;
+    loop {
+        let woken = watch.notify().notified();
+        tokio::pin!(woken);
+        // (Enabled before the check: a message from now on is not missed.)
+        woken.as_mut().enable();
+        if held(&entry).is_none() {
+            return;
+        }
+        if !std::mem::take(&mut check) {
             woken.await;
             if held(&entry).is_none() {
                 return;
             }
-            let sent_at = Instant::now();
-            match core.protocol.hold_count(&key, &field).await {
-                Ok(0) => {
-                    let Some(entry) = held(&entry) else { return };
-                    tracing::debug!(lock = entry.name(), key = %key, "a message on the lock's channel found the hold gone");
-                    let lost = core.registry.apply_renewals(&[entry], vec![false], sent_at);
-                    for hold in lost {
-                        core.hub.wake(&channel);
-                        core.release_lost(&hold);
-                    }
-                    return;
+        }
+        let sent_at = Instant::now();
+        match core.protocol.hold_count(&key, &field).await {
+            Ok(0) => {
+                let Some(entry) = held(&entry) else { return };
+                tracing::debug!(lock = entry.name(), key = %key, "the hold was found gone");
+                let lost = core.registry.apply_renewals(&[entry], vec![false], sent_at);
+                for hold in lost {
+                    core.hub.wake(&channel);
+                    core.release_lost(&hold);
                 }
-                Ok(_) => {}
-                // (The watchdog's renewal still finds it, a lease later at the latest.)
-                Err(err) => {
-                    tracing::debug!(key = %key, error = %err, "checking a hold after a message failed")
-                }
+                return;
+            }
+            Ok(_) => {}
+            // (The watchdog's renewal still finds it, a lease later at the latest.)
+            Err(err) => {
+                tracing::debug!(key = %key, error = %err, "checking a hold after a message failed")
             }
         }
-    });
+    }
 }
 
 /// The entry, if it is still held.

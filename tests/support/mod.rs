@@ -164,6 +164,9 @@ impl RedisServer {
         Config::from_url(&self.url_with_auth())
             .expect("valid url")
             .with_watchdog_timeout(Duration::from_millis(1500))
+            // (Tests count a lock's waiters by its channel's subscribers, which a holder
+            // listening for its loss would add to: tests/loss.rs and the fleet turn it on.)
+            .with_prompt_loss_detection(false)
     }
 
     /// A connected [`LockClient`] with [`RedisServer::config`].
