@@ -19,8 +19,8 @@ use crate::engine::registry::{Entry, Lease, LostHold};
 use crate::engine::Core;
 use crate::observe::Cycle;
 use crate::raw::protocol::{not_replicated, Synced};
-use crate::raw::Kind;
 use crate::raw::Protocol;
+use crate::raw::{Kind, Renewal};
 
 /// Settings of the watchdog task.
 pub(crate) struct Watchdog {
@@ -70,65 +70,49 @@ impl Watchdog {
     }
 
     /// The body of [`Watchdog::renew_all`], in its span: what the cycle did.
-    async fn renew(&self, mut snapshot: Vec<Arc<Entry>>) -> Cycle {
+    ///
+    /// On a cluster a kind whose renewal may cross slots ([`RawLock::renews_across_slots`])
+    /// is renewed in calls of one master's keys, whatever their slots. A key its master no
+    /// longer serves (the view is stale: a moved or migrating slot) answers
+    /// [`Renewal::Elsewhere`], and is sent again in the same cycle in a call of its slot's keys
+    /// alone, which the grouped write routes by the slot and redirects as the cluster says;
+    /// still elsewhere then, it counts as a failed renewal (the lease clock decides), never as
+    /// not held.
+    async fn renew(&self, snapshot: Vec<Arc<Entry>>) -> Cycle {
         if let Some(limit) = self.hold_warning {
             self.core.registry.warn_long_holds(limit);
-        }
-        if snapshot.windows(2).any(|w| w[0].raw != w[1].raw) {
-            snapshot.sort_by_key(|n| n.raw as *const Kind as usize);
-        }
-        let mut batches: Vec<&[Arc<Entry>]> = Vec::new();
-        for kind in snapshot.chunk_by_mut(|a, b| a.raw == b.raw) {
-            let connection = self.protocol.connection();
-            batches.extend(connection.batches(kind, |n| &n.key, self.batch_size));
         }
         let mut cycle = Cycle {
             held: self.core.registry.len(),
             waiters: self.core.handoffs.parked(),
             ..Cycle::default()
         };
-        if batches.is_empty() {
-            return cycle;
-        }
-        let lease_ms = Lease::Watchdog.millis(self.lease);
         let client_id = self.core.registry.client_id();
-        let mut fields = String::new();
-        let calls = batches
-            .iter()
-            .map(|batch| {
-                with_entries(batch, client_id, &mut fields, |entries| {
-                    batch[0].raw.renew_call(lease_ms, entries)
-                })
-            })
-            .collect();
-        let sent_at = Instant::now();
-        let answers = self.protocol.send_all(calls).await;
         let mut failed = None;
-        for (batch, answer) in batches.into_iter().zip(answers) {
-            let renewed = match (answer.reply, answer.synced) {
-                // Renewed at the master only: its replicas' TTLs run on, so unconfirmed.
-                (Ok(_), Synced::No { replicas }) => {
-                    crate::observe::replica_ack_missing("renew", replicas);
-                    cycle.unconfirmed += batch.len();
-                    Err(not_replicated(replicas))
-                }
-                (Ok(reply), Synced::Yes) => batch[0].raw.renewed(reply, batch.len()),
-                (Err(err), _) => Err(err),
-            };
-            match &renewed {
-                Ok(renewed) => {
-                    let yes = renewed.iter().filter(|r| **r).count();
-                    cycle.renewed += yes;
-                    cycle.gone += renewed.len() - yes;
-                }
-                Err(err) => {
-                    if !matches!(answer.synced, Synced::No { .. }) {
-                        cycle.failed += batch.len();
-                    }
-                    failed.get_or_insert_with(|| err.clone());
+        let mut pending = snapshot;
+        for across in [true, false] {
+            if pending.is_empty() {
+                break;
+            }
+            let elsewhere = self
+                .round(&mut pending, across, &mut cycle, &mut failed)
+                .await;
+            if !elsewhere.is_empty() {
+                if let Some(topology) = self.protocol.connection().topology() {
+                    topology.suspect();
                 }
             }
-            self.settle(batch, renewed, sent_at);
+            pending = elsewhere;
+        }
+        if !pending.is_empty() {
+            // (Still elsewhere after a call of their slot alone: tried again next cycle.)
+            cycle.failed += pending.len();
+            let err = redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "renewal keys not served where their slot was sent",
+            ));
+            failed.get_or_insert(err);
+            self.unconfirmed(&pending);
         }
         if let Some(err) = failed {
             tracing::warn!(client_id, error = %err, "lock renewal failed; retrying next cycle");
@@ -136,27 +120,103 @@ impl Watchdog {
         cycle
     }
 
-    /// Applies one batch's answer: confirms or loses its entries, or on an error loses those
-    /// unconfirmed for a whole lease (the rest are tried again next cycle).
-    fn settle(
+    /// One round of a cycle, all its calls sent at once: the `first` in batches (one master's
+    /// keys per call where the kind allows, else one slot's), the second one key per call
+    /// (each routed and redirected by its own slot: a batch of a migrating slot whose keys
+    /// are half moved is refused with `TRYAGAIN` until the migration ends). Settles each
+    /// answer and returns the entries that answered [`Renewal::Elsewhere`].
+    async fn round(
         &self,
-        batch: &[Arc<Entry>],
-        result: redis::RedisResult<Vec<bool>>,
-        sent_at: Instant,
-    ) {
-        match result {
-            Ok(renewed) => {
-                self.after_loss(self.core.registry.apply_renewals(batch, renewed, sent_at));
+        entries: &mut [Arc<Entry>],
+        first: bool,
+        cycle: &mut Cycle,
+        failed: &mut Option<redis::RedisError>,
+    ) -> Vec<Arc<Entry>> {
+        if entries.windows(2).any(|w| w[0].raw != w[1].raw) {
+            entries.sort_by_key(|n| n.raw as *const Kind as usize);
+        }
+        let connection = self.protocol.connection();
+        let mut batches: Vec<(&[Arc<Entry>], bool)> = Vec::new();
+        for kind in entries.chunk_by_mut(|a, b| a.raw == b.raw) {
+            let across = first && connection.is_cluster() && kind[0].raw.renews_across_slots();
+            let max = if first { self.batch_size } else { 1 };
+            let split = match across {
+                true => connection.master_batches(kind, |n| &n.key, max),
+                false => connection.batches(kind, |n| &n.key, max),
+            };
+            batches.extend(split.into_iter().map(|batch| (batch, across)));
+        }
+        if batches.is_empty() {
+            return Vec::new();
+        }
+        let lease_ms = Lease::Watchdog.millis(self.lease);
+        let client_id = self.core.registry.client_id();
+        let mut fields = String::new();
+        let calls = batches
+            .iter()
+            .map(|(batch, across)| {
+                with_entries(batch, client_id, &mut fields, |entries| {
+                    batch[0].raw.renew_call(lease_ms, entries, *across)
+                })
+            })
+            .collect();
+        let sent_at = Instant::now();
+        let answers = self.protocol.send_all(calls).await;
+        let mut elsewhere = Vec::new();
+        for ((batch, _), answer) in batches.into_iter().zip(answers) {
+            let renewed = answer
+                .reply
+                .and_then(|r| batch[0].raw.renewed(r, batch.len()));
+            let renewed = match renewed {
+                Ok(renewed) => renewed,
+                Err(err) => {
+                    cycle.failed += batch.len();
+                    failed.get_or_insert_with(|| err.clone());
+                    self.unconfirmed(batch);
+                    continue;
+                }
+            };
+            // (Nothing was done to a key answered elsewhere: it goes to its master, whatever
+            // this node's replicas said.)
+            let (mut here, mut answers) = (Vec::new(), Vec::new());
+            for (entry, renewal) in batch.iter().zip(renewed) {
+                match renewal {
+                    Renewal::Elsewhere => elsewhere.push(entry.clone()),
+                    renewal => {
+                        here.push(entry.clone());
+                        answers.push(renewal == Renewal::Renewed);
+                    }
+                }
             }
-            Err(_) => {
-                let now = Instant::now();
-                self.after_loss(
-                    self.core
-                        .registry
-                        .expire_unconfirmed(batch, self.lease, now),
-                );
+            match answer.synced {
+                Synced::Yes => {
+                    let yes = answers.iter().filter(|r| **r).count();
+                    cycle.renewed += yes;
+                    cycle.gone += answers.len() - yes;
+                    let lost = self.core.registry.apply_renewals(&here, answers, sent_at);
+                    self.after_loss(lost);
+                }
+                // Renewed at the master only: its replicas' TTLs run on, so unconfirmed.
+                Synced::No { replicas } => {
+                    crate::observe::replica_ack_missing("renew", replicas);
+                    cycle.unconfirmed += here.len();
+                    failed.get_or_insert_with(|| not_replicated(replicas));
+                    self.unconfirmed(&here);
+                }
             }
         }
+        elsewhere
+    }
+
+    /// Entries whose renewal is not confirmed this cycle: lost if unconfirmed for a whole
+    /// lease (the rest are tried again next cycle).
+    fn unconfirmed(&self, entries: &[Arc<Entry>]) {
+        let now = Instant::now();
+        self.after_loss(
+            self.core
+                .registry
+                .expire_unconfirmed(entries, self.lease, now),
+        );
     }
 
     /// Wakes this client's waiters of each lost lock (they may be parked on the belief that a

@@ -167,11 +167,11 @@ impl RawLock for Fair {
         Box::pin(rlock::forced(protocol, &FORCE_UNLOCK, cmd, key))
     }
 
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
-        RLOCK.renew_call(lease_ms, entries)
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
+        RLOCK.renew_call(lease_ms, entries, across)
     }
 
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
         RLOCK.renewed(reply, entries)
     }
 }

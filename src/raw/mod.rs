@@ -201,14 +201,36 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         key: &'a str,
     ) -> BoxFuture<'a, RedisResult<bool>>;
 
-    /// The call that renews each `(key, field)` still held by its field to `lease_ms` (keys
-    /// the topology lets share a call). Encoded now, so the watchdog can send it alone or
-    /// pipeline it with others to the same node.
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call;
+    /// Whether [`renew_call`](RawLock::renew_call) can renew keys of different slots in one
+    /// call on a cluster (`across`): its script touches only the keys it is handed, each one
+    /// the node does not serve answering [`Renewal::Elsewhere`]. `RLock`'s renewal can, and so
+    /// every kind that renews as it does.
+    fn renews_across_slots(&self) -> bool {
+        true
+    }
 
-    /// The answer of a [`renew_call`](RawLock::renew_call) of `entries` entries: one bool per
-    /// entry, `true` renewed.
-    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<bool>>;
+    /// The call that renews each `(key, field)` still held by its field to `lease_ms` (keys
+    /// the topology lets share a call: with `across`, any keys one cluster master serves,
+    /// else one slot's). Encoded now, so the watchdog can send it alone or pipeline it with
+    /// others to the same node.
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call;
+
+    /// The answer of a [`renew_call`](RawLock::renew_call) of `entries` entries: one
+    /// [`Renewal`] per entry.
+    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<Renewal>>;
+}
+
+/// One key's answer in a renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// Still held by its owner: its TTL was reset.
+    Renewed,
+    /// No longer held by that owner.
+    Gone,
+    /// Not served by the node the call ran on (a cluster key whose slot moved, or is
+    /// migrating and the key already left): nothing was done to it. Never a loss: it is
+    /// sent again to its master.
+    Elsewhere,
 }
 
 /// A kind whose release may hand the lock to a parked waiter of the same client, in the

@@ -192,7 +192,12 @@ impl super::RawLock for ReadHalf {
         }))
     }
 
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+    // (Its script touches each reader's timeout keys too: one slot per call.)
+    fn renews_across_slots(&self) -> bool {
+        false
+    }
+
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], _across: bool) -> Call {
         let n = entries.len();
         let prefixes: Vec<String> = entries
             .iter()
@@ -213,7 +218,7 @@ impl super::RawLock for ReadHalf {
         Call::script(&READ_RENEW, entries[0].0, cmd)
     }
 
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
         RLOCK.renewed(reply, entries)
     }
 }
@@ -286,7 +291,7 @@ impl super::RawLock for WriteHalf {
         }))
     }
 
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
         // RLock's renewal, over the writers' fields.
         let fields: Vec<String> = entries.iter().map(|(_, f)| write_field(f)).collect();
         let entries: Vec<(&str, &str)> = entries
@@ -294,10 +299,10 @@ impl super::RawLock for WriteHalf {
             .zip(&fields)
             .map(|((key, _), field)| (*key, field.as_str()))
             .collect();
-        RLOCK.renew_call(lease_ms, &entries)
+        RLOCK.renew_call(lease_ms, &entries, across)
     }
 
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
         RLOCK.renewed(reply, entries)
     }
 }

@@ -8,11 +8,13 @@ use super::protocol::{
     acquire_latch_ttl, listener_count, short_reply, AcquireArgs, Attempt, Call, Pipelined,
     Protocol, Release, Script, Synced, UnlockArgs, LATCH_TTL_MS,
 };
+use super::Renewal;
 
 static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/acquire.lua"));
 static UNLOCK: Script = Script::new(include_str!("../../scripts/lua/unlock.lua"));
 static FORCE_UNLOCK: Script = Script::new(include_str!("../../scripts/lua/force_unlock.lua"));
 static RENEW: Script = Script::new(include_str!("../../scripts/lua/renew.lua"));
+static RENEW_ACROSS: Script = Script::new(include_str!("../../scripts/lua/renew_across.lua"));
 
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
@@ -237,15 +239,34 @@ fn renew_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
     cmd
 }
 
-/// One bool per entry of a renewal: `true` renewed, `false` no longer held by that owner.
-fn renewed(replies: Vec<i64>, n: usize) -> RedisResult<Vec<bool>> {
+/// `EVALSHA renew_across 0 lease key1 field1 .. keyn fieldn`: the same renewal, its keys in
+/// ARGV (none declared), so that one call may carry keys of any slot the node serves.
+fn renew_across_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
+    let n = entries.len();
+    let bytes: usize = entries.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
+    let mut cmd = RENEW_ACROSS.evalsha(0, 2 * n + 1, bytes);
+    cmd.arg(lease_ms);
+    for (key, field) in entries {
+        cmd.arg(*key).arg(*field);
+    }
+    cmd
+}
+
+/// One [`Renewal`] per entry of a renewal: 1 renewed, 0 no longer held by that owner, -1 not
+/// served by the node.
+pub(super) fn renewed(replies: Vec<i64>, n: usize) -> RedisResult<Vec<Renewal>> {
     if replies.len() != n {
         return Err(redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
             "renewal reply length differs from the number of keys",
         )));
     }
-    Ok(replies.into_iter().map(|r| r == 1).collect())
+    let renewal = |r| match r {
+        1 => Renewal::Renewed,
+        0 => Renewal::Gone,
+        _ => Renewal::Elsewhere,
+    };
+    Ok(replies.into_iter().map(renewal).collect())
 }
 
 /// Redisson's `RLock`: the reentrant, non-fair lock (`docs/PROTOCOL.md` §3–§6); and, with
@@ -311,11 +332,18 @@ impl super::RawLock for RLock {
         Box::pin(async move { force_unlock(protocol, key, &self.channel(key)).await })
     }
 
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)]) -> Call {
-        Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries))
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
+        match across {
+            true => Call::script(
+                &RENEW_ACROSS,
+                entries[0].0,
+                renew_across_cmd(lease_ms, entries),
+            ),
+            false => Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries)),
+        }
     }
 
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<bool>> {
+    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<Renewal>> {
         renewed(FromRedisValue::from_redis_value(reply)?, entries)
     }
 }

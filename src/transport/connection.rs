@@ -252,6 +252,30 @@ impl Connection {
         slots::batches(items, key, max, self.grouping())
     }
 
+    /// Splits `items` into batches of at most `max` keys one cluster master serves, whatever
+    /// their slots, as the view has it (a key whose master it does not know is batched with
+    /// its slot's alone); on one server, any keys. For a script that touches only the keys it
+    /// is handed and answers for each the node does not serve (a renewal across slots).
+    pub(crate) fn master_batches<'a, T>(
+        &self,
+        items: &'a mut [T],
+        key: impl Fn(&T) -> &str,
+        max: usize,
+    ) -> Vec<&'a [T]> {
+        let Some(topology) = self.topology() else {
+            return slots::batches(items, key, max, Grouping::Any);
+        };
+        let view = topology.view();
+        let masters = view.slots.masters();
+        slots::batches_by(items, key, max, |k| {
+            let master = view.slots.master_of(k);
+            match master.and_then(|m| masters.binary_search(&m).ok()) {
+                Some(i) => i as u32,
+                None => 0x1_0000 + u32::from(crate::names::cluster_slot(k)),
+            }
+        })
+    }
+
     /// Runs a keyless command on one master (any of them on a cluster). An error reply is an
     /// `Err` (redis-rs hands a routed command's error reply back as a value).
     pub(crate) async fn on_any_master(&mut self, cmd: &Cmd) -> RedisResult<Value> {

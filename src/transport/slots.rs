@@ -47,33 +47,45 @@ pub(crate) enum Grouping {
 /// Splits `items` into slices of at most `max` items that one call may carry. With
 /// [`Grouping::BySlot`] the items are first sorted by the slot of their key, and no slice
 /// spans two slots.
-pub(crate) fn batches<'a, T>(
-    items: &'a mut [T],
+pub(crate) fn batches<T>(
+    items: &mut [T],
     key: impl Fn(&T) -> &str,
     max: usize,
     grouping: Grouping,
-) -> Vec<&'a [T]> {
+) -> Vec<&[T]> {
     let max = max.max(1);
     match grouping {
         Grouping::Any => items.chunks(max).collect(),
-        Grouping::BySlot => {
-            items.sort_by_cached_key(|item| crate::names::cluster_slot(key(item)));
-            let items: &'a [T] = items;
-            let mut out = Vec::new();
-            let mut start = 0;
-            while start < items.len() {
-                let slot = crate::names::cluster_slot(key(&items[start]));
-                let run = items[start..]
-                    .iter()
-                    .take(max)
-                    .take_while(|item| crate::names::cluster_slot(key(item)) == slot)
-                    .count();
-                out.push(&items[start..start + run]);
-                start += run;
-            }
-            out
-        }
+        Grouping::BySlot => batches_by(items, key, max, |k| {
+            u32::from(crate::names::cluster_slot(k))
+        }),
     }
+}
+
+/// Splits `items` into slices of at most `max` items of one group each (`group` of their key),
+/// sorting them by group first.
+pub(crate) fn batches_by<'a, T>(
+    items: &'a mut [T],
+    key: impl Fn(&T) -> &str,
+    max: usize,
+    group: impl Fn(&str) -> u32,
+) -> Vec<&'a [T]> {
+    let max = max.max(1);
+    items.sort_by_cached_key(|item| group(key(item)));
+    let items: &'a [T] = items;
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let first = group(key(&items[start]));
+        let run = items[start..]
+            .iter()
+            .take(max)
+            .take_while(|item| group(key(item)) == first)
+            .count();
+        out.push(&items[start..start + run]);
+        start += run;
+    }
+    out
 }
 
 #[cfg(test)]

@@ -342,6 +342,14 @@ impl RedisCluster {
     /// `SETSLOT IMPORTING` on the target, `MIGRATING` on the source, `MIGRATE` of its keys,
     /// then `SETSLOT NODE` on every master. Returns once every node says `to` serves it.
     pub fn migrate_slot(&self, slot: u16, to: u16) {
+        self.start_migration(slot, to);
+        self.move_keys(slot, to, usize::MAX);
+        self.finish_migration(slot, to);
+    }
+
+    /// The first step of [`migrate_slot`](Self::migrate_slot): `slot` importing at `to`,
+    /// migrating at its master.
+    pub fn start_migration(&self, slot: u16, to: u16) {
         let source = self.master_of_slot(slot);
         let target = self.node(to);
         let (source_id, target_id) = (source.id(), target.id());
@@ -352,9 +360,18 @@ impl RedisCluster {
         let _: () = source
             .cmd(&["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &target_id])
             .unwrap();
-        loop {
+    }
+
+    /// `MIGRATE`s up to `at_most` keys of `slot` (mid-migration) from its master to `to`;
+    /// returns how many moved.
+    pub fn move_keys(&self, slot: u16, to: u16, at_most: usize) -> usize {
+        let source = self.master_of_slot(slot);
+        let slot_arg = slot.to_string();
+        let mut moved = 0;
+        while moved < at_most {
+            let batch = (at_most - moved).min(100).to_string();
             let keys: Vec<String> = source
-                .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_arg, "100"])
+                .cmd(&["CLUSTER", "GETKEYSINSLOT", &slot_arg, &batch])
                 .unwrap();
             if keys.is_empty() {
                 break;
@@ -363,7 +380,18 @@ impl RedisCluster {
             let mut args = vec!["MIGRATE", "127.0.0.1", &to_arg, "", "0", "5000", "KEYS"];
             args.extend(keys.iter().map(String::as_str));
             let _: String = source.cmd(&args).unwrap();
+            moved += keys.len();
         }
+        moved
+    }
+
+    /// The last step of [`migrate_slot`](Self::migrate_slot): `SETSLOT NODE` on every master;
+    /// returns once every node says `to` serves `slot`.
+    pub fn finish_migration(&self, slot: u16, to: u16) {
+        let source = self.master_of_slot(slot);
+        let target = self.node(to);
+        let target_id = target.id();
+        let slot_arg = slot.to_string();
         for node in [target, source].into_iter().chain(
             self.masters()
                 .into_iter()
