@@ -132,3 +132,83 @@ async fn a_short_hold_costs_no_subscription() {
     assert_eq!(monitor.count("HGET", "short-holds"), 1, "and checked once");
     holder.shutdown().await;
 }
+
+/// Where the server sends keyspace notifications (`notify-keyspace-events Kgxe` here; Redis
+/// ships them off), a raw `DEL` and an expiry, which send no message on the lock's channel,
+/// are told at once too; the renewals' own events cost no check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_del_or_an_expiry_is_told_at_once_where_the_server_sends_keyspace_events() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "Kgxe"]);
+    let holder = server
+        .client_with(|c| {
+            c.with_service_name("keyspace-holder")
+                .with_prompt_loss_detection(true)
+                .with_watchdog_timeout(Duration::from_secs(30))
+        })
+        .await;
+    let keyspace = |name: &str| format!("__keyspace@0__:{}", name);
+
+    let deleted = holder.lock("raw-del").lock().await.unwrap();
+    server.until_subscribers(&keyspace("raw-del"), 1).await;
+    let at = Instant::now();
+    let _: i64 = server.cmd(&["DEL", "raw-del"]);
+    tokio::time::timeout(Duration::from_secs(2), deleted.lost())
+        .await
+        .expect("a raw DEL told well before the next renewal (10 s away)");
+    eprintln!("raw DEL to lost signal: {:?}", at.elapsed());
+    assert!(at.elapsed() < Duration::from_millis(500));
+    assert_eq!(deleted.lost_reason(), Some(LostReason::Gone));
+
+    let expiring = holder.lock("raw-expiry").lock().await.unwrap();
+    server.until_subscribers(&keyspace("raw-expiry"), 1).await;
+    let at = Instant::now();
+    let _: i64 = server.cmd(&["PEXPIRE", "raw-expiry", "50"]);
+    tokio::time::timeout(Duration::from_secs(2), expiring.lost())
+        .await
+        .expect("an expiry told well before the next renewal");
+    eprintln!("expiry (PEXPIRE 50) to lost signal: {:?}", at.elapsed());
+    assert_eq!(expiring.lost_reason(), Some(LostReason::Gone));
+    holder.shutdown().await;
+
+    // Renewals (every 500 ms here) send `expire` events, which check nothing.
+    let renewing = server
+        .client_with(|c| {
+            c.with_service_name("keyspace-renewing")
+                .with_prompt_loss_detection(true)
+        })
+        .await;
+    let monitor = support::monitor::Monitor::start(server.port());
+    let kept = renewing.lock("renewed").lock().await.unwrap();
+    server.until_subscribers(&keyspace("renewed"), 1).await;
+    let renewals_before = monitor.count("EVALSHA", "keyspace-renewing");
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert!(
+        monitor.count("EVALSHA", "keyspace-renewing") >= renewals_before + 2,
+        "renewed meanwhile"
+    );
+    assert_eq!(
+        monitor.count("HGET", "keyspace-renewing"),
+        1,
+        "only the watch's first check: no check per renewal"
+    );
+    assert!(!kept.is_lost());
+    kept.unlock().await.unwrap();
+    renewing.shutdown().await;
+}
+
+/// Where the server sends none (Redis's default), no keyspace channel is listened to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keyspace_events_no_keyspace_channel_is_listened_to() {
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| c.with_prompt_loss_detection(true))
+        .await;
+    let held = holder.lock("no-events").lock().await.unwrap();
+    server
+        .until_subscribers(&support::channel("no-events"), 1)
+        .await;
+    let keyspace = format!("__keyspace@0__:{}", "no-events");
+    assert_eq!(server.subscribers(&keyspace), 0);
+    held.unlock().await.unwrap();
+    holder.shutdown().await;
+}

@@ -182,6 +182,10 @@ impl Engine {
         let mode = connect::publish_mode(&mut conn, &config).await?;
         let replica_sync = ReplicaSync::new(&config, conn.counts_replicas());
         connect::check_replica_sync(&mut conn, replica_sync.as_deref()).await?;
+        let keyspace = match config.prompt_loss_detection() {
+            true => connect::keyspace_events(&mut conn).await,
+            false => None,
+        };
         let cluster = conn.is_cluster();
         let protocol = Protocol::new(conn.clone(), mode.publish_command(), replica_sync.clone());
 
@@ -207,7 +211,7 @@ impl Engine {
             jobs: jobs.downgrade(),
             pending: Arc::default(),
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
-            loss: Arc::default(),
+            loss: Arc::new(LossWatch::new(keyspace)),
         };
         if config.prompt_loss_detection() {
             tokio::spawn(LossWatch::run(

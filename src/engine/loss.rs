@@ -14,6 +14,10 @@
 //! in its first moments is told then) and after every message. A hold given up within
 //! `SETTLE` costs a push onto a list.
 //!
+//! A raw `DEL`, an expiry or an eviction send nothing on the lock's channel. Where the server
+//! sends keyspace notifications (read at connect), a watch also listens on its key's keyspace
+//! channel, woken by the events that may mean the hold is gone ([`may_be_gone`]).
+//!
 //! One watcher and one channel share per held lock (not per hold: reentrant holds share their
 //! entry); on unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection)
 //! turns it off.
@@ -38,9 +42,22 @@ pub(crate) const SETTLE: Duration = Duration::from_millis(10);
 pub(crate) struct LossWatch {
     fresh: Mutex<Vec<Weak<Entry>>>,
     woken: Notify,
+    /// The database whose keyspace notifications the server sends, if it does (see
+    /// [`connect::keyspace_events`](crate::transport::connect::keyspace_events)): a watch
+    /// then listens on its key's keyspace channel too.
+    keyspace: Option<i64>,
 }
 
 impl LossWatch {
+    /// `keyspace`: the database whose keyspace notifications to listen to, if the server
+    /// sends them.
+    pub(crate) fn new(keyspace: Option<i64>) -> LossWatch {
+        LossWatch {
+            keyspace,
+            ..LossWatch::default()
+        }
+    }
+
     /// Hands `ticket`'s entry to the loss task, if it has no watcher yet and its kind has a
     /// channel to listen on.
     pub(crate) fn watch(&self, ticket: &Ticket) {
@@ -83,7 +100,8 @@ impl LossWatch {
 }
 
 /// Watches `entry` until it is given up or found lost: checks it now, then after every
-/// message on its channel and every resubscription.
+/// message on its channel, every resubscription, and, where the server sends keyspace
+/// notifications, every event on its key that may mean it is gone ([`may_be_gone`]).
 async fn watch_entry(core: Core, entry: Arc<Entry>, client_id: String) {
     let raw = entry.raw;
     let key = entry.key.clone();
@@ -93,18 +111,32 @@ async fn watch_entry(core: Core, entry: Arc<Entry>, client_id: String) {
     let field = raw.hash_field(&entry.owner.field(&client_id)).into_owned();
     let entry = Arc::downgrade(&entry);
     let watch = core.hub.watch(&channel).await;
+    let events = match core.loss.keyspace {
+        Some(db) => {
+            let channel = format!("__keyspace@{db}__:{key}");
+            Some(core.hub.watch_where(&channel, Some(may_be_gone)).await)
+        }
+        None => None,
+    };
+    let never = Notify::new();
+    let events = events.as_ref().map_or(&never, |events| events.notify());
     // (Subscribed only now: what was sent on the channel before is checked for at once.)
     let mut check = true;
     loop {
         let woken = watch.notify().notified();
-        tokio::pin!(woken);
+        let told = events.notified();
+        tokio::pin!(woken, told);
         // (Enabled before the check: a message from now on is not missed.)
         woken.as_mut().enable();
+        told.as_mut().enable();
         if held(&entry).is_none() {
             return;
         }
         if !std::mem::take(&mut check) {
-            woken.await;
+            tokio::select! {
+                _ = &mut woken => {}
+                _ = &mut told => {}
+            }
             if held(&entry).is_none() {
                 return;
             }
@@ -128,6 +160,14 @@ async fn watch_entry(core: Core, entry: Arc<Entry>, client_id: String) {
             }
         }
     }
+}
+
+/// Whether a keyspace event on a held lock's key may mean the hold is gone: anything but what
+/// taking and keeping a lock does (an acquire's `hincrby`/`hset`, a renewal's `expire`), so
+/// that renewals cost no check. A raw `DEL` (`del`), an expiry (`expired`), an eviction
+/// (`evicted`), an unlock (`del`, `hdel`) are checked.
+fn may_be_gone(event: &[u8]) -> bool {
+    !matches!(event, b"expire" | b"hincrby" | b"hset")
 }
 
 /// The entry, if it is still held.

@@ -101,6 +101,24 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
     Ok(mode)
 }
 
+/// The database whose keyspace notifications a holder can listen to for its lock's key (a raw
+/// `DEL`, an expiry, an eviction send no message on the lock's channel): where the server sends
+/// them (`notify-keyspace-events` with `K` and any of `g`, `x`, `e` or `A`; Redis ships it
+/// empty). `None` on a cluster (its notifications stay on the node, where this client's
+/// subscriptions are not), where `CONFIG GET` is refused, or where they are off.
+pub(crate) async fn keyspace_events(conn: &mut Connection) -> Option<i64> {
+    if conn.is_cluster() {
+        return None;
+    }
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg("notify-keyspace-events");
+    let reply = conn.on_any_master(&cmd).await.ok()?;
+    let config: std::collections::HashMap<String, String> = redis::from_redis_value(reply).ok()?;
+    let flags = config.get("notify-keyspace-events")?;
+    let on = flags.contains('K') && flags.chars().any(|c| "gxeA".contains(c));
+    on.then(|| redis::aio::ConnectionLike::get_db(conn))
+}
+
 /// Checks, at connect, that the masters have `WAIT` when lock writes are to wait for replicas
 /// (some managed services have none): refused if replica sync was asked for, else given up
 /// (see [`ReplicaSync`]). Where the ACL hides `COMMAND`, the first `WAIT`'s answer decides.

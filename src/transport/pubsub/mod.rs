@@ -61,6 +61,9 @@ struct ChannelState {
     /// them instead of a waiter).
     watchers: usize,
     watch: Arc<Notify>,
+    /// Which messages wake the watchers (`None`: all). A keyspace channel's watchers want
+    /// only the events that may mean a lock is gone, not each renewal's.
+    watch_filter: Option<fn(&[u8]) -> bool>,
     /// `true` once the server confirmed the subscription on the current connection.
     ready: watch::Sender<bool>,
     /// When the last waiter left; the hub unsubscribes once this is [`LINGER`] old.
@@ -250,6 +253,7 @@ impl Hub {
                 notify: Arc::new(Notify::new()),
                 watchers: 0,
                 watch: Arc::new(Notify::new()),
+                watch_filter: None,
                 ready: watch::Sender::new(false),
                 idle_since: None,
             }
@@ -278,9 +282,19 @@ impl Hub {
     /// subscription while it lives. Returns once the server confirmed the subscription (or
     /// the response timeout passed).
     pub(crate) async fn watch(self: &Arc<Self>, channel: &str) -> Watch {
+        self.watch_where(channel, None).await
+    }
+
+    /// [`Hub::watch`], woken only by the messages `filter` accepts (and every resubscription).
+    pub(crate) async fn watch_where(
+        self: &Arc<Self>,
+        channel: &str,
+        filter: Option<fn(&[u8]) -> bool>,
+    ) -> Watch {
         let (mut ready, watch) = {
             let mut channels = self.channels.lock();
             let state = self.state(&mut channels, channel);
+            state.watch_filter = filter;
             state.watchers += 1;
             state.idle_since = None;
             (state.ready.subscribe(), state.watch.clone())
@@ -334,7 +348,9 @@ impl Hub {
         let Some(state) = channels.get(channel) else {
             return;
         };
-        state.watch.notify_waiters();
+        if state.watch_filter.is_none_or(|wanted| wanted(payload)) {
+            state.watch.notify_waiters();
+        }
         if state.refs == 0 {
             return;
         }
