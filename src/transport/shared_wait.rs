@@ -118,18 +118,44 @@ struct Baton {
 
 impl Drop for Baton {
     fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // (Dropped outside a runtime, as one shuts down: what queued fails, outcome
+            // unknown, and the master is idle again.)
+            if let Some(queue) = self.shared.queues.lock().get_mut(&self.target) {
+                queue.waiting.clear();
+                queue.busy = false;
+            }
+            return;
+        };
         let batch = self.shared.take(&self.target);
         if batch.is_empty() {
             return;
         }
         let (shared, conn, target) = (self.shared.clone(), self.conn.clone(), self.target.clone());
-        tokio::spawn(async move {
+        runtime.spawn(async move {
+            // (Cancelled with its runtime: the master must not stay busy for good.)
+            let mut idle = Idle(Some((shared.clone(), target.clone())));
             let mut batch = batch;
             while !batch.is_empty() {
                 flush(&conn, &target, batch).await;
                 batch = shared.take(&target);
             }
+            idle.0 = None;
         });
+    }
+}
+
+/// Clears a master's queue if the task sending it ends before the queue is empty.
+struct Idle(Option<(Arc<SharedWait>, Target)>);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        if let Some((shared, target)) = self.0.take() {
+            if let Some(queue) = shared.queues.lock().get_mut(&target) {
+                queue.waiting.clear();
+                queue.busy = false;
+            }
+        }
     }
 }
 
