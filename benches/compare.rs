@@ -58,7 +58,7 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
 use scenarios::{
-    p1, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, UNWATCHED,
+    p1, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, WATCHING,
 };
 use stats::Results;
 use target::Target;
@@ -325,9 +325,9 @@ fn run(
     }
     let java_timeout = Duration::from_secs(120);
 
-    // P1 and P2 also run the crate with prompt loss detection off: what having it on costs.
+    // P1 and P2 also run the crate with prompt loss detection on: its cost.
     let with_watch: Vec<&str> = (rust.iter().copied())
-        .chain(rust.contains(&"crate").then_some(UNWATCHED))
+        .chain(rust.contains(&"crate").then_some(WATCHING))
         .collect();
     if wants("p1") {
         eprintln!(

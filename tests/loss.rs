@@ -1,4 +1,4 @@
-//! Loss told at once (`Config::with_prompt_loss_detection`, on by default): a holder listens
+//! Loss told at once (`Config::with_prompt_loss_detection`): a holder listens
 //! on its lock's channel once its hold has lived a few ms, and a forced unlock by anyone is
 //! noticed within a round trip instead of at the next renewal.
 
@@ -81,14 +81,17 @@ async fn a_released_hold_stops_listening() {
     holder.shutdown().await;
 }
 
-/// On by default, and a hold lost before its watch began (forced at once after the acquire)
+/// A hold lost before its watch began (forced at once after the acquire)
 /// is told when the watch begins: it checks the hold first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_lost_in_its_first_moments_is_told_when_its_watch_begins() {
     let server = RedisServer::start();
-    // (The library's defaults, not the fixture's: a 30 s watchdog, so the next renewal is
-    // 10 s away, and loss told at once.)
-    let holder = redisson_lock::LockClient::connect(&server.url())
+    // (The library's default watchdog, not the fixture's: 30 s, so the next renewal is 10 s
+    // away.)
+    let config = redisson_lock::Config::from_url(&server.url())
+        .unwrap()
+        .with_prompt_loss_detection(true);
+    let holder = redisson_lock::LockClient::with_config(config)
         .await
         .unwrap();
     let other = server.client().await;

@@ -29,9 +29,9 @@ pub(crate) const PLAIN: &str = "crate-plain";
 /// handed off.
 pub(crate) const KINDS: [&str; 5] = ["fenced", "read", "write", "fair", "spin"];
 
-/// The P1/P2 name of the crate with prompt loss detection off (on by default: each hold kept
-/// past a few ms listens on its lock's channel): what having it on costs.
-pub(crate) const UNWATCHED: &str = "crate-unwatched";
+/// The P1/P2 name of the crate with prompt loss detection on (each hold kept past 10 ms
+/// listens on its lock's channel): what that costs.
+pub(crate) const WATCHING: &str = "crate-watch";
 
 // ---------------------------------------------------------------------------------------------
 // One lock, either implementation
@@ -93,8 +93,8 @@ impl Setup {
                         .expect("crate connect"),
                 )
             }
-            UNWATCHED => {
-                let config = target.config().with_prompt_loss_detection(false);
+            WATCHING => {
+                let config = target.config().with_prompt_loss_detection(true);
                 Setup::Crate(
                     LockClient::with_config(config)
                         .await
