@@ -128,6 +128,12 @@ async fn a_short_hold_costs_no_subscription() {
     }
     let kept = holder.lock("kept").lock().await.unwrap();
     server.until_subscribers(&support::channel("kept"), 1).await;
+    // (The watch checks the hold once subscribed: its HGET is the event to wait for.)
+    let checked = support::eventually(Duration::from_secs(5), || {
+        monitor.count("HGET", "short-holds") >= 1
+    })
+    .await;
+    assert!(checked, "the hold kept was checked");
     kept.unlock().await.unwrap();
     let subscribes =
         monitor.count("SUBSCRIBE", "short-holds") + monitor.count("SSUBSCRIBE", "short-holds");
