@@ -94,6 +94,15 @@ impl SharedWait {
         }
     }
 
+    /// Drops what queued at `target` (those writes fail, outcome unknown) and marks it idle:
+    /// its sender is gone.
+    fn reset(&self, target: &Target) {
+        if let Some(queue) = self.queues.lock().get_mut(target) {
+            queue.waiting.clear();
+            queue.busy = false;
+        }
+    }
+
     /// The writes queued at `target` (none left: it is idle again).
     fn take(&self, target: &Target) -> Vec<Queued> {
         let mut queues = self.queues.lock();
@@ -121,10 +130,7 @@ impl Drop for Baton {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // (Dropped outside a runtime, as one shuts down: what queued fails, outcome
             // unknown, and the master is idle again.)
-            if let Some(queue) = self.shared.queues.lock().get_mut(&self.target) {
-                queue.waiting.clear();
-                queue.busy = false;
-            }
+            self.shared.reset(&self.target);
             return;
         };
         let batch = self.shared.take(&self.target);
@@ -151,10 +157,7 @@ struct Idle(Option<(Arc<SharedWait>, Target)>);
 impl Drop for Idle {
     fn drop(&mut self) {
         if let Some((shared, target)) = self.0.take() {
-            if let Some(queue) = shared.queues.lock().get_mut(&target) {
-                queue.waiting.clear();
-                queue.busy = false;
-            }
+            shared.reset(&target);
         }
     }
 }
