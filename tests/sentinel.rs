@@ -331,6 +331,66 @@ async fn without_replica_acknowledgement_acquires_are_undone_and_holders_told() 
     client.shutdown().await;
 }
 
+/// A waiter whose attempt no replica acknowledged (the hold undone, as for `try_lock`) keeps
+/// waiting and takes the lock once the replica answers again: `lock()` does not fail for
+/// it. (A cluster failover's first moments look the same: CI once saw a waiter's first write
+/// to a promoted master wait for the old master's replica and fail the waiter.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_attempt_is_not_acknowledged_keeps_waiting() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let name = "s-unsynced-waiter";
+    let holder = client_with(|c| c).await;
+    let waiter = client_with(|c| c).await;
+    // A fixed lease, so that the key goes by expiry (no unlock, no renewal to wait for).
+    let held = holder
+        .lock(name)
+        .lock_with_lease(Duration::from_millis(1500))
+        .await
+        .unwrap();
+    let lock = waiter.lock(name);
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    assert!(
+        support::eventually(Duration::from_secs(5), || {
+            let (_, n): (String, i64) = sentinel::get()
+                .master()
+                .cmd(&["PUBSUB", "NUMSUB", &names::lock_channel(name)])
+                .unwrap();
+            n == 1
+        })
+        .await,
+        "the waiter is subscribed"
+    );
+    sentinel::get().replica().signal(libc::SIGSTOP);
+    // The lease runs out; the waiter's attempt then blocks in a WAIT and waits out its 1 s,
+    // unacknowledged (the WAIT ends while the replica is still stopped).
+    let in_wait = || -> bool {
+        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
+        clients.lines().any(|l| l.contains("cmd=wait"))
+    };
+    let blocked = support::eventually(Duration::from_secs(10), in_wait).await;
+    let unanswered = blocked && support::eventually(Duration::from_secs(5), || !in_wait()).await;
+    sentinel::get().replica().signal(libc::SIGCONT);
+    assert!(
+        blocked,
+        "the waiter's attempt waits for the stopped replica"
+    );
+    assert!(unanswered, "and its WAIT ends unanswered");
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter takes the lock once the replica answers")
+        .unwrap()
+        .expect("lock() does not fail for an unacknowledged attempt");
+    assert_eq!(
+        holders(sentinel::get().replica(), name),
+        vec![guard.owner_field()],
+        "held at the replica too"
+    );
+    drop(held);
+    guard.unlock().await.unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
 /// A replica restarted without its data does a full resync, and until it is online it can
 /// acknowledge nothing (`WAIT` answers 0) and holds none of the data: it is not waited for.
 /// Acquires keep working, a holder renewing through the resync is not told anything, and once

@@ -268,7 +268,7 @@ impl Target<'_> {
                     failures = 0;
                     p
                 }
-                Some(Err(err)) if err.is_connection() && attempted => {
+                Some(Err(err)) if retried_while_waiting(&err) && attempted => {
                     failures += 1;
                     tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
                     backoff(failures).as_millis() as i64
@@ -331,7 +331,7 @@ impl Target<'_> {
             match self.attempt(request, owner, lease).await {
                 Ok(Ok(granted)) => return Ok(Some(granted)),
                 Ok(Err(_)) => failures += 1,
-                Err(err) if err.is_connection() => {
+                Err(err) if retried_while_waiting(&err) => {
                     tracing::debug!(lock = %self.name, error = %err, "acquire attempt failed while waiting; retrying");
                     failures += 1;
                 }
@@ -539,4 +539,12 @@ impl Drop for InFlight<'_> {
 fn backoff(failures: u32) -> Duration {
     let ms = 50u64.saturating_mul(1 << failures.min(5));
     Duration::from_millis(ms).min(MAX_BLIND_WAIT)
+}
+
+/// Whether an attempt's error leaves a waiting acquire waiting: a lost connection, or a hold
+/// undone because no replica acknowledged it. The second is how a cluster failover's first
+/// moments look: a write counted for the old master's replica lands at the new one, which has
+/// none; the count is read again, and the next attempt waits for the right number.
+fn retried_while_waiting(err: &Error) -> bool {
+    err.is_connection() || err.is_not_replicated()
 }

@@ -238,9 +238,20 @@ impl RedisCluster {
     }
 
     /// Takes the cluster for a test that changes its topology (a panicking holder still
-    /// lets the next one in).
+    /// lets the next one in), healed first: a test that failed midway (a master left killed
+    /// or stopped) fails alone, not every topology test after it.
     pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-        TOPOLOGY.write().await
+        let guard = TOPOLOGY.write().await;
+        tokio::task::spawn_blocking(|| {
+            let mut cluster = get();
+            for node in cluster.nodes.iter().filter(|n| n.is_running()) {
+                node.signal(libc::SIGCONT);
+            }
+            cluster.heal();
+        })
+        .await
+        .expect("the cluster heals");
+        guard
     }
 
     /// Shares the cluster with the other tests that keep its topology as it is.

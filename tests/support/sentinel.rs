@@ -118,9 +118,20 @@ impl SentinelGroup {
         (named.iter().all(|n| *n == Some(first)) && node.is_master()).then_some(first)
     }
 
-    /// Failover tests hold this for their whole run.
+    /// Failover tests hold this for their whole run. A node a failed test left stopped is
+    /// resumed and the group waited healthy first, so that the failure stays that test's.
     pub async fn exclusive() -> tokio::sync::RwLockWriteGuard<'static, ()> {
-        TOPOLOGY.write().await
+        let guard = TOPOLOGY.write().await;
+        tokio::task::spawn_blocking(|| {
+            let group = get();
+            for node in group.data.iter().filter(|n| n.is_running()) {
+                node.signal(libc::SIGCONT);
+            }
+            group.wait_healthy();
+        })
+        .await
+        .expect("the sentinel group is healthy");
+        guard
     }
 
     /// Tests that need the master to stay put hold this.
