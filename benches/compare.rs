@@ -58,7 +58,8 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
 use scenarios::{
-    p1, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, WATCHING,
+    p1, p1_distinct, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN,
+    UNWATCHED,
 };
 use stats::Results;
 use target::Target;
@@ -325,9 +326,9 @@ fn run(
     }
     let java_timeout = Duration::from_secs(120);
 
-    // P1 and P2 also run the crate with prompt loss detection on: its cost.
+    // P1 and P2 also run the crate with prompt loss detection off: what it costs.
     let with_watch: Vec<&str> = (rust.iter().copied())
-        .chain(rust.contains(&"crate").then_some(WATCHING))
+        .chain(rust.contains(&"crate").then_some(UNWATCHED))
         .collect();
     if wants("p1") {
         eprintln!(
@@ -343,6 +344,16 @@ fn run(
                     plan.p1_iters,
                 );
                 record_p1(&mut results, "p1", imp, in_task(rt, run));
+                target.flushall();
+            }
+            // Over distinct keys, a lock never taken again: on and off.
+            for imp in ["crate", UNWATCHED]
+                .into_iter()
+                .filter(|_| rust.contains(&"crate"))
+            {
+                let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
+                let run = p1_distinct(imp.to_string(), target.clone(), warmup, iters);
+                record_p1(&mut results, "p1d", imp, in_task(rt, run));
                 target.flushall();
             }
             // The wire's floor: a blocking socket and nothing else, at the P1 key's node.
@@ -485,7 +496,9 @@ fn run(
     if wants("p4") {
         let exe = std::env::current_exe().unwrap();
         for &count in &plan.p4_counts {
-            for imp in rust {
+            // (Off too at the first count: what listening for 10,000 held locks costs.)
+            let off = (count == plan.p4_counts[0] && rust.contains(&"crate")).then_some(UNWATCHED);
+            for imp in rust.iter().copied().chain(off) {
                 let mut cmd = Command::new(&exe);
                 cmd.args(["--p4-child", imp])
                     .args(target.args())

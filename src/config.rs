@@ -245,7 +245,7 @@ impl Config {
             lock_names_in_metrics: false,
             hold_warning: None,
             fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
-            prompt_loss_detection: false,
+            prompt_loss_detection: true,
             service_name: None,
             conn_name: None,
         }
@@ -404,15 +404,17 @@ impl Config {
     /// watchdog timeout later, or never for a fixed lease). Where the server sends keyspace
     /// notifications, a raw `DEL`, an expiry and an eviction are told too. A hold is watched
     /// once it has lived 10 ms (most holds are shorter, and pay nothing for it), and checked
-    /// then: a loss in its first 10 ms is told at about 10-20 ms. Default: off (`rlock run`
-    /// turns it on): each lock held longer costs a task and a channel subscription, measured
-    /// at about 2 KB of memory per held lock, and 3× the client CPU of a renewal cycle at
-    /// 100,000 held locks (README, "Loss told at once").
+    /// then: a loss in its first 10 ms is told at about 10-20 ms. Default: on. A lock held
+    /// longer costs a share of a channel subscription and an entry in the client's one loss
+    /// task (no task of its own); the bench measures what that costs against it off
+    /// (docs/BENCHMARKS.md, "Loss told at once: its cost"). Off, a loss is told at the next
+    /// renewal.
     ///
     /// ```
-    /// let config = redisson_lock::Config::from_url("redis://127.0.0.1/")?
-    ///     .with_prompt_loss_detection(true);
+    /// let config = redisson_lock::Config::from_url("redis://127.0.0.1/")?;
     /// assert!(config.prompt_loss_detection());
+    /// let config = config.with_prompt_loss_detection(false);
+    /// assert!(!config.prompt_loss_detection());
     /// # Ok::<(), redisson_lock::Error>(())
     /// ```
     pub fn with_prompt_loss_detection(mut self, on: bool) -> Self {

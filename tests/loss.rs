@@ -221,3 +221,71 @@ async fn without_keyspace_events_no_keyspace_channel_is_listened_to() {
     held.unlock().await.unwrap();
     holder.shutdown().await;
 }
+
+/// Many held locks are watched by the client's one loss task: no task per hold, and their
+/// subscriptions go out together (one `SUBSCRIBE` per burst, not one per lock); a forced
+/// unlock of any of them is still told at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_held_locks_are_watched_by_one_task_and_few_subscribes() {
+    const HELD: usize = 1000;
+    let server = RedisServer::start();
+    let holder = server
+        .client_with(|c| {
+            c.with_service_name("many-held")
+                .with_prompt_loss_detection(true)
+        })
+        .await;
+    let monitor = support::monitor::Monitor::start(server.port());
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    let guards = futures::future::join_all((0..HELD).map(|i| {
+        let lock = holder.lock(format!("many-{i}"));
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    let all = eventually(Duration::from_secs(10), || {
+        server.cmd::<i64>(&["PUBSUB", "NUMPAT"]) == 0
+            && (0..HELD)
+                .step_by(97)
+                .chain([HELD - 1])
+                .all(|i| server.subscribers(&support::channel(&format!("many-{i}"))) == 1)
+    })
+    .await;
+    assert!(all, "every held lock is listened for");
+    // Each hold is checked once its subscription is confirmed, on a short task of its own;
+    // once those are done, no task is left per hold.
+    let checked = eventually(Duration::from_secs(10), || {
+        monitor.count("HGET", "many-held") >= HELD
+    })
+    .await;
+    assert!(checked, "every held lock is checked once listened for");
+    let settled = eventually(Duration::from_secs(5), || tasks() < before + 20).await;
+    let subscribes = monitor.count("SUBSCRIBE", "many-held");
+    let grew = tasks().saturating_sub(before);
+    eprintln!("{HELD} held locks: {subscribes} SUBSCRIBEs, {grew} more tasks");
+    assert!(settled, "no task per held lock: {grew} more tasks");
+    assert!(
+        subscribes <= HELD / 10,
+        "subscriptions go out together: {subscribes} SUBSCRIBEs"
+    );
+    let victim = &guards[HELD / 2];
+    let other = server.client().await;
+    let forced = Instant::now();
+    assert!(other.lock(victim.name()).force_unlock().await.unwrap());
+    tokio::time::timeout(Duration::from_secs(2), victim.lost())
+        .await
+        .expect("a forced unlock of one of them is told at once");
+    eprintln!("forced unlock to lost signal: {:?}", forced.elapsed());
+    assert!(guards.iter().filter(|g| g.is_lost()).count() == 1);
+    for guard in guards {
+        if !guard.is_lost() {
+            guard.unlock().await.unwrap();
+        }
+    }
+    holder.shutdown().await;
+    other.shutdown().await;
+}

@@ -270,3 +270,29 @@ async fn a_waiter_behind_a_lost_local_holder_is_woken_by_the_watchdog() {
     assert_eq!(holder.lost_reason(), Some(redisson_lock::LostReason::Gone));
     guard.unlock().await.unwrap();
 }
+
+/// A lock's channel is given up about a second after its last waiter left (kept that long so
+/// that a hot lock costs no SUBSCRIBE per hand-off), not kept for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_nobody_waits_on_is_given_up_after_its_linger() {
+    let server = RedisServer::start();
+    let holder = server.client().await;
+    let waiter = server.client().await;
+    let held = holder.lock("lingered").lock().await.unwrap();
+    let lock = waiter.lock("lingered");
+    let waiting = tokio::spawn(async move { lock.lock().await.unwrap() });
+    let channel = channel("lingered");
+    server.until_subscribers(&channel, 1).await;
+    held.unlock().await.unwrap();
+    let guard = waiting.await.unwrap();
+    guard.unlock().await.unwrap();
+    let left = Instant::now();
+    let gone = eventually(PROMPT, || server.subscribers(&channel) == 0).await;
+    assert!(gone, "unsubscribed once nobody waits");
+    eprintln!(
+        "channel given up {:?} after its waiter left",
+        left.elapsed()
+    );
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use crate::floor::{FloorLock, RENEW, WAIT_MS};
 use crate::java::Driven;
 use crate::redis_util::script_calls;
+use crate::scenarios::UNWATCHED;
 use crate::stats::{median, Results};
 use crate::target::{commandstats, reads_processed, FloorConn, Target};
 use crate::Plan;
@@ -76,8 +77,11 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
         let rss0;
         // Time to acquire all the locks, from the first acquire (not the connect or warm-up).
         let started;
-        if imp == "crate" {
-            let config = target.config().with_watchdog_timeout(watchdog);
+        if imp == "crate" || imp == UNWATCHED {
+            let config = target
+                .config()
+                .with_watchdog_timeout(watchdog)
+                .with_prompt_loss_detection(imp == "crate");
             let client = LockClient::with_config(config).await.expect("connect");
             // Warm the allocator and code paths the same way, then take the baseline.
             warm_crate(&client, 1000).await;

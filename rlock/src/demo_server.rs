@@ -111,6 +111,8 @@ fn spawn(dir: &std::path::Path, port: u16) -> std::io::Result<Child> {
     command
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
+        // Keyspace events: a holder hears a raw DEL at once (scene 4).
+        .args(["--notify-keyspace-events", "Kgxe"])
         .arg("--dir")
         .arg(dir)
         .arg("--logfile")

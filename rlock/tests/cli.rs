@@ -591,6 +591,7 @@ fn demo_tells_the_story_and_stops_its_server() {
         "renewed by the watchdog",
         "DEL invoices",
         "lost signal fired",
+        "heard the DEL",
         "stopped redis-server",
     ] {
         assert!(stdout.contains(event), "missing `{event}` in:\n{stdout}");

@@ -82,6 +82,7 @@ impl Core {
     /// later one whose answer was lost). Left there, it would block others for up to a lease,
     /// and the owner's next acquire would count it twice. One unlock per hold it had.
     pub(crate) fn release_lost(&self, lost: &LostHold) {
+        self.loss.unwatch(self, lost.raw, &lost.key);
         if !lost.may_remain() {
             return;
         }

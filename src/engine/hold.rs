@@ -106,9 +106,10 @@ impl Hold {
             }
             Surrender::Live { last } => {
                 if last {
-                    // (Its loss watcher, if any, ends.)
-                    if let Some(channel) = self.raw().loss_channel(self.key()) {
-                        self.shared.core.hub.nudge_watchers(&channel);
+                    // (Its loss watch, if any, ends.)
+                    if self.ticket.is_listened() {
+                        let core = &self.shared.core;
+                        core.loss.unwatch(core, self.raw(), self.key());
                     }
                     let registry = &self.shared.core.registry;
                     let about = registry.about(&self.ticket);

@@ -1,7 +1,9 @@
 //! One entry of the registry: one held lock of one owner (its kind, key and owner, how it is
 //! held, its lease clock and lost signal), shared by the registry and its guards.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,8 +38,9 @@ pub(crate) struct Entry {
     pub(super) since_ms: u32,
     /// In the registry (taken out once, never put back: a new hold makes a new node).
     pub(super) registered: AtomicBool,
-    /// [`WARNED`] (reported as held longer than the hold warning, once per entry) and
-    /// [`WATCHED`] (a watcher listens for its loss).
+    /// [`WARNED`] (reported as held longer than the hold warning, once per entry),
+    /// [`WATCHED`] (handed to the loss watch) and [`LISTENED`] (the loss watch listens for
+    /// it: given up, it is to be unwatched).
     pub(super) flags: AtomicU8,
     pub(crate) lost: LostSignal,
 }
@@ -55,6 +58,7 @@ pub(super) fn stamp_ms(at: Instant) -> u32 {
 
 pub(super) const WARNED: u8 = 1;
 pub(super) const WATCHED: u8 = 2;
+pub(super) const LISTENED: u8 = 4;
 
 /// A guard's claim on its entry: the entry itself.
 pub(crate) type Ticket = Arc<Entry>;
@@ -63,6 +67,22 @@ impl Entry {
     /// Marks the entry watched; `true` if it was not yet (its first hold: start the watcher).
     pub(crate) fn start_watching(&self) -> bool {
         self.flags.fetch_or(WATCHED, Relaxed) & WATCHED == 0
+    }
+
+    /// Marks the entry listened for by the loss watch, and says whether it is still held.
+    /// (With [`Entry::is_listened`] after the entry left the registry: the fences make sure
+    /// that at least one of the two sides sees the other, so that one of them unwatches it.)
+    pub(crate) fn set_listened(&self) -> bool {
+        self.flags.fetch_or(LISTENED, Relaxed);
+        fence(SeqCst);
+        self.is_held()
+    }
+
+    /// Whether the loss watch listens for the entry (short holds never are); asked once the
+    /// entry left the registry.
+    pub(crate) fn is_listened(&self) -> bool {
+        fence(SeqCst);
+        self.flags.load(Relaxed) & LISTENED != 0
     }
 
     /// Whether the entry is still in the registry (its holds not all given up or lost).

@@ -44,6 +44,14 @@ const LINGER: Duration = Duration::from_secs(1);
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
     channels: Mutex<HashMap<String, ChannelState>>,
+    /// Watched channels with news for their watcher (a message its filter accepts, or a
+    /// (re)subscription: a message may have been missed), until it takes them ([`Hub::told`]).
+    told: Mutex<Vec<String>>,
+    telling: Notify,
+    /// Channels that went idle (no waiter, no watcher) since the last sweep looked: the
+    /// sweep looks at these only, not at every channel (a client holding 100,000 watched
+    /// locks has as many channels, none idle).
+    lingering: Mutex<Vec<String>>,
     /// Incremented every time all channels have been (re)subscribed after a (re)connect.
     epoch: AtomicU64,
     connected: AtomicBool,
@@ -53,34 +61,78 @@ pub(crate) struct Hub {
     conn_name: Option<super::naming::ConnName>,
 }
 
+/// One wanted channel. Small: a held lock watched for its loss keeps one (two with keyspace
+/// events) for as long as it is held, and a client may hold 100,000 locks.
 struct ChannelState {
-    refs: usize,
-    notify: Arc<Notify>,
-    /// Holders of this client watching the channel for their lock's loss (any message, and
-    /// every resubscription, wakes them all; they are not waiters, so a `0` never goes to
-    /// them instead of a waiter).
-    watchers: usize,
-    watch: Arc<Notify>,
-    /// Which messages wake the watchers (`None`: all). A keyspace channel's watchers want
-    /// only the events that may mean a lock is gone, not each renewal's.
+    /// Whether the server confirmed the subscription on the current connection.
+    confirmed: bool,
+    /// This client's waiters on the channel, while there are any.
+    waiters: Option<Box<Waiters>>,
+    /// Holds of this client watched for their loss on this channel: while there are any,
+    /// news of it goes to [`Hub::told`] (they are not waiters: a `0` never goes to them
+    /// instead of a waiter).
+    watchers: u32,
+    /// Which messages are news for the watchers (`None`: all). A keyspace channel's watchers
+    /// want only the events that may mean a lock is gone, not each renewal's.
     watch_filter: Option<fn(&[u8]) -> bool>,
-    /// `true` once the server confirmed the subscription on the current connection.
-    ready: watch::Sender<bool>,
-    /// When the last waiter left; the hub unsubscribes once this is [`LINGER`] old.
+    /// When the last waiter or watcher left; the hub unsubscribes once this is [`LINGER`] old.
     idle_since: Option<Instant>,
 }
 
+/// A channel's waiters: what a message wakes, and the confirmation they wait for.
+struct Waiters {
+    refs: usize,
+    notify: Arc<Notify>,
+    ready: watch::Sender<bool>,
+}
+
 impl ChannelState {
+    fn new() -> ChannelState {
+        ChannelState {
+            confirmed: false,
+            waiters: None,
+            watchers: 0,
+            watch_filter: None,
+            idle_since: None,
+        }
+    }
+
     /// One more waiter of `channel` (this state's key in `hub`'s map).
     fn join(&mut self, hub: &Arc<Hub>, channel: &str) -> Subscription {
-        self.refs += 1;
+        let confirmed = self.confirmed;
+        let waiters = self.waiters.get_or_insert_with(|| {
+            Box::new(Waiters {
+                refs: 0,
+                notify: Arc::new(Notify::new()),
+                ready: watch::Sender::new(confirmed),
+            })
+        });
+        waiters.refs += 1;
         self.idle_since = None;
         Subscription {
             hub: hub.clone(),
             channel: channel.to_string(),
-            notify: self.notify.clone(),
-            ready: self.ready.subscribe(),
+            notify: waiters.notify.clone(),
+            ready: waiters.ready.subscribe(),
         }
+    }
+
+    fn set_confirmed(&mut self, confirmed: bool) {
+        self.confirmed = confirmed;
+        if let Some(waiters) = &self.waiters {
+            waiters.ready.send_replace(confirmed);
+        }
+    }
+
+    /// Wakes every waiter.
+    fn wake(&self) {
+        if let Some(waiters) = &self.waiters {
+            waiters.notify.notify_waiters();
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.waiters.is_none() && self.watchers == 0
     }
 }
 
@@ -114,37 +166,18 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut channels = self.hub.channels.lock();
         if let Some(state) = channels.get_mut(&self.channel) {
-            state.refs -= 1;
-            if state.refs == 0 {
-                state.idle_since = Some(Instant::now());
-                // A permit left by a message no waiter took would wake the next one for nothing.
-                state.notify = Arc::new(Notify::new());
-            }
-        }
-    }
-}
-
-/// A holder's watch on its lock's channel; dropping it releases the share.
-pub(crate) struct Watch {
-    hub: Arc<Hub>,
-    channel: String,
-    notify: Arc<Notify>,
-}
-
-impl Watch {
-    /// Woken by every message on the channel and every resubscription.
-    pub(crate) fn notify(&self) -> &Notify {
-        &self.notify
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let mut channels = self.hub.channels.lock();
-        if let Some(state) = channels.get_mut(&self.channel) {
-            state.watchers -= 1;
-            if state.refs == 0 && state.watchers == 0 {
-                state.idle_since = Some(Instant::now());
+            let Some(waiters) = &mut state.waiters else {
+                return;
+            };
+            waiters.refs -= 1;
+            if waiters.refs == 0 {
+                // (A permit left by a message no waiter took would wake the next one for
+                // nothing: the next waiter gets a new notifier.)
+                state.waiters = None;
+                if state.is_idle() {
+                    state.idle_since = Some(Instant::now());
+                    self.hub.lingering.lock().push(self.channel.clone());
+                }
             }
         }
     }
@@ -166,6 +199,9 @@ impl Hub {
         let (commands, rx) = mpsc::unbounded_channel();
         let hub = Arc::new(Hub {
             channels: Mutex::new(HashMap::new()),
+            told: Mutex::new(Vec::new()),
+            telling: Notify::new(),
+            lingering: Mutex::new(Vec::new()),
             epoch: AtomicU64::new(0),
             connected: AtomicBool::new(false),
             commands,
@@ -234,7 +270,7 @@ impl Hub {
         }
         let mut channels = self.channels.lock();
         let state = channels.get_mut(channel)?;
-        if !*state.ready.borrow() {
+        if !state.confirmed {
             return None;
         }
         Some(state.join(self, channel))
@@ -248,15 +284,7 @@ impl Hub {
     ) -> &'a mut ChannelState {
         channels.entry(channel.to_string()).or_insert_with(|| {
             let _ = self.commands.send(Command::Subscribe(channel.to_string()));
-            ChannelState {
-                refs: 0,
-                notify: Arc::new(Notify::new()),
-                watchers: 0,
-                watch: Arc::new(Notify::new()),
-                watch_filter: None,
-                ready: watch::Sender::new(false),
-                idle_since: None,
-            }
+            ChannelState::new()
         })
     }
 
@@ -277,43 +305,54 @@ impl Hub {
         subscription
     }
 
-    /// Watches `channel` for a holder of this client: the returned share is woken by every
-    /// message on it and every resubscription (a message may have been missed), and keeps the
-    /// subscription while it lives. Returns once the server confirmed the subscription (or
-    /// the response timeout passed).
-    pub(crate) async fn watch(self: &Arc<Self>, channel: &str) -> Watch {
-        self.watch_where(channel, None).await
-    }
-
-    /// [`Hub::watch`], woken only by the messages `filter` accepts (and every resubscription).
-    pub(crate) async fn watch_where(
-        self: &Arc<Self>,
-        channel: &str,
-        filter: Option<fn(&[u8]) -> bool>,
-    ) -> Watch {
-        let (mut ready, watch) = {
+    /// Watches `channel` for a holder of this client: from now on every message on it that
+    /// `filter` accepts (`None`: all), the server's confirmation of the subscription, and
+    /// every resubscription (a message may have been missed) is told by [`Hub::told`]; at
+    /// once if the channel is confirmed already. One call, one [`Hub::unwatch`].
+    pub(crate) fn watch(&self, channel: &str, filter: Option<fn(&[u8]) -> bool>) {
+        let confirmed = {
             let mut channels = self.channels.lock();
             let state = self.state(&mut channels, channel);
             state.watch_filter = filter;
             state.watchers += 1;
             state.idle_since = None;
-            (state.ready.subscribe(), state.watch.clone())
+            state.confirmed
         };
-        if self.connected.load(Ordering::Acquire) {
-            let _ = tokio::time::timeout(self.response_timeout, ready.wait_for(|r| *r)).await;
-        }
-        Watch {
-            hub: self.clone(),
-            channel: channel.to_string(),
-            notify: watch,
+        if confirmed {
+            self.tell([channel.to_string()]);
         }
     }
 
-    /// Wakes every watcher of `channel` (a holder of this client gave its last hold up: its
-    /// watcher ends).
-    pub(crate) fn nudge_watchers(&self, channel: &str) {
-        if let Some(state) = self.channels.lock().get(channel) {
-            state.watch.notify_waiters();
+    /// Ends one [`Hub::watch`] of `channel`.
+    pub(crate) fn unwatch(&self, channel: &str) {
+        let mut channels = self.channels.lock();
+        if let Some(state) = channels.get_mut(channel) {
+            state.watchers = state.watchers.saturating_sub(1);
+            if state.is_idle() {
+                state.idle_since = Some(Instant::now());
+                self.lingering.lock().push(channel.to_string());
+            }
+        }
+    }
+
+    /// The watched channels with news since the last call, waiting for some.
+    pub(crate) async fn told(&self) -> Vec<String> {
+        loop {
+            let told = self.telling.notified();
+            let news = std::mem::take(&mut *self.told.lock());
+            if !news.is_empty() {
+                return news;
+            }
+            told.await;
+        }
+    }
+
+    fn tell(&self, channels: impl IntoIterator<Item = String>) {
+        let mut told = self.told.lock();
+        let was = told.len();
+        told.extend(channels);
+        if was == 0 && !told.is_empty() {
+            self.telling.notify_one();
         }
     }
 
@@ -321,7 +360,7 @@ impl Hub {
     /// unlock message will never come).
     pub(crate) fn wake(&self, channel: &str) {
         if let Some(state) = self.channels.lock().get(channel) {
-            state.notify.notify_waiters();
+            state.wake();
         }
     }
 
@@ -334,7 +373,7 @@ impl Hub {
                 .strip_prefix(base)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'));
             if own {
-                state.notify.notify_waiters();
+                state.wake();
             }
         }
     }
@@ -344,36 +383,43 @@ impl Hub {
         let Ok(channel) = std::str::from_utf8(channel) else {
             return;
         };
-        let channels = self.channels.lock();
-        let Some(state) = channels.get(channel) else {
-            return;
+        let told = {
+            let channels = self.channels.lock();
+            let Some(state) = channels.get(channel) else {
+                return;
+            };
+            if let Some(waiters) = &state.waiters {
+                match payload {
+                    b"0" => waiters.notify.notify_one(),
+                    b"1" => waiters.notify.notify_waiters(),
+                    _ => {}
+                }
+            }
+            state.watchers > 0 && state.watch_filter.is_none_or(|wanted| wanted(payload))
         };
-        if state.watch_filter.is_none_or(|wanted| wanted(payload)) {
-            state.watch.notify_waiters();
-        }
-        if state.refs == 0 {
-            return;
-        }
-        match payload {
-            b"0" => state.notify.notify_one(),
-            b"1" => state.notify.notify_waiters(),
-            _ => {}
+        if told {
+            self.tell([channel.to_string()]);
         }
     }
 
     fn set_all_ready(&self, ready: bool) {
-        for state in self.channels.lock().values() {
-            state.ready.send_replace(ready);
+        for state in self.channels.lock().values_mut() {
+            state.set_confirmed(ready);
         }
     }
 
-    /// After a (re)subscription: bump the epoch, then wake every waiter.
+    /// After a (re)subscription: bump the epoch, then wake every waiter and tell every
+    /// watcher.
     fn wake_all(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        for state in self.channels.lock().values() {
-            state.notify.notify_waiters();
-            state.watch.notify_waiters();
+        let mut watched = Vec::new();
+        for (channel, state) in self.channels.lock().iter() {
+            state.wake();
+            if state.watchers > 0 {
+                watched.push(channel.clone());
+            }
         }
+        self.tell(watched);
     }
 
     fn channel_names(&self) -> Vec<String> {
@@ -386,15 +432,30 @@ impl Hub {
 
     /// Forgets the channels idle since `cutoff` or earlier, returning them to unsubscribe.
     fn take_idle(&self, cutoff: Instant) -> Vec<String> {
+        let candidates = std::mem::take(&mut *self.lingering.lock());
+        if candidates.is_empty() {
+            return Vec::new();
+        }
         let mut idle = Vec::new();
-        self.channels.lock().retain(|channel, state| {
-            let keep =
-                state.refs > 0 || state.watchers > 0 || state.idle_since.is_none_or(|t| t > cutoff);
-            if !keep {
-                idle.push(channel.clone());
+        let mut young = Vec::new();
+        {
+            let mut channels = self.channels.lock();
+            for channel in candidates {
+                let Some(state) = channels.get(&channel) else {
+                    continue; // (listed twice: forgotten already)
+                };
+                if !state.is_idle() {
+                    continue; // in use again: listed anew when it next goes idle
+                }
+                if state.idle_since.is_none_or(|t| t > cutoff) {
+                    young.push(channel);
+                } else {
+                    channels.remove(&channel);
+                    idle.push(channel);
+                }
             }
-            keep
-        });
+        }
+        self.lingering.lock().extend(young);
         idle
     }
 
@@ -402,9 +463,38 @@ impl Hub {
         self.set_ready(channel, true);
     }
 
+    /// [`Hub::mark_ready`] for each of `channels`, their watchers told at once (one check of
+    /// a hold whose lock and keyspace channels were confirmed together).
+    fn mark_all_ready(&self, channels: &[String]) {
+        let mut told = Vec::new();
+        {
+            let mut states = self.channels.lock();
+            for channel in channels {
+                if let Some(state) = states.get_mut(channel) {
+                    if !state.confirmed && state.watchers > 0 {
+                        told.push(channel.clone());
+                    }
+                    state.set_confirmed(true);
+                }
+            }
+        }
+        self.tell(told);
+    }
+
+    /// Marks `channel` confirmed (or not); newly confirmed, its watchers are told (what was
+    /// sent before the subscription is for them to check).
     fn set_ready(&self, channel: &str, ready: bool) {
-        if let Some(state) = self.channels.lock().get(channel) {
-            state.ready.send_replace(ready);
+        let told = {
+            let mut channels = self.channels.lock();
+            let Some(state) = channels.get_mut(channel) else {
+                return;
+            };
+            let news = ready && !state.confirmed && state.watchers > 0;
+            state.set_confirmed(ready);
+            news
+        };
+        if told {
+            self.tell([channel.to_string()]);
         }
     }
 
@@ -412,7 +502,7 @@ impl Hub {
         self.channels
             .lock()
             .get(channel)
-            .is_some_and(|state| *state.ready.borrow())
+            .is_some_and(|state| state.confirmed)
     }
 
     /// After `channels` were subscribed again somewhere: bump the epoch, then wake their
@@ -422,12 +512,18 @@ impl Hub {
             return;
         }
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        let states = self.channels.lock();
-        for channel in channels {
-            if let Some(state) = states.get(channel) {
-                state.notify.notify_waiters();
-                state.watch.notify_waiters();
+        let mut watched = Vec::new();
+        {
+            let states = self.channels.lock();
+            for channel in channels {
+                if let Some(state) = states.get(channel) {
+                    state.wake();
+                    if state.watchers > 0 {
+                        watched.push(channel.clone());
+                    }
+                }
             }
         }
+        self.tell(watched);
     }
 }

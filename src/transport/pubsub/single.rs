@@ -15,6 +15,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+
+/// The most channels one `SUBSCRIBE` asks for.
+const SUBSCRIBE_BATCH: usize = 1024;
 use crate::transport::topology::Topology;
 use crate::transport::{node_info, NodeAddr};
 
@@ -218,21 +221,25 @@ impl HubTask {
                     }
                 }
                 command = self.commands.recv() => {
-                    let Some(command) = command else { return };
-                    let result = match command {
-                        Command::Subscribe(channel) if self.hub.is_wanted(&channel) => {
-                            let result = self.subscribe(&mut conn, std::slice::from_ref(&channel)).await;
-                            if result.is_ok() {
-                                self.hub.mark_ready(&channel);
-                            }
-                            result
+                    let Some(Command::Subscribe(first)) = command else { return };
+                    // Every channel asked for by now, in one command (a burst of holds
+                    // watched, or of waiters on many locks, costs one round trip).
+                    let mut channels = vec![first];
+                    while channels.len() < SUBSCRIBE_BATCH {
+                        match self.commands.try_recv() {
+                            Ok(Command::Subscribe(channel)) => channels.push(channel),
+                            Err(_) => break,
                         }
-                        _ => Ok(()),
-                    };
-                    if let Err(err) = result {
+                    }
+                    channels.retain(|channel| self.hub.is_wanted(channel));
+                    if channels.is_empty() {
+                        continue;
+                    }
+                    if let Err(err) = self.subscribe(&mut conn, &channels).await {
                         tracing::debug!(error = %err, "pub/sub command failed; reconnecting");
                         return;
                     }
+                    self.hub.mark_all_ready(&channels);
                 }
                 _ = sweep.tick() => {
                     let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
