@@ -11,6 +11,11 @@
 //! pair per hand-off. A `0` message wakes one local waiter (only one can win the lock), a `1`
 //! wakes them all; a message with no waiter left is dropped.
 //!
+//! Holders listening for their lock's loss are not waiters: they are counted per channel
+//! ([`Hub::watch`]), and news of a watched channel (a message, its subscription confirmed, a
+//! resubscription) goes to the client's one loss task ([`Hub::told`]), never to a task per
+//! holder.
+//!
 //! The hub's tasks own the connections: when one drops, its channels are subscribed again
 //! (reconnecting with backoff, or where their slot lives now), the hub's epoch is bumped and
 //! their waiters are woken, so none waits out a message that was published while it was away.
