@@ -173,25 +173,7 @@ pub(crate) async fn p1_of(
     warmup: usize,
     iters: usize,
 ) -> (f64, f64, f64) {
-    let setup = Setup::new(&imp, &target).await;
-    let wake = Arc::new(Notify::new());
-    let mut locker = setup.locker_of(kind, "bench:p1", 0, &wake);
-    for _ in 0..warmup {
-        let g = locker.lock().await;
-        locker.unlock(g).await;
-    }
-    let mut lat = Vec::with_capacity(iters);
-    let cpu0 = cpu_time();
-    for _ in 0..iters {
-        let t = Instant::now();
-        let g = locker.lock().await;
-        locker.unlock(g).await;
-        lat.push(t.elapsed().as_nanos() as u64);
-    }
-    let cpu = (cpu_time() - cpu0).as_secs_f64() * 1e6 / iters as f64;
-    setup.close().await;
-    let (p50, p99) = p50_p99_us(lat);
-    (p50, p99, cpu)
+    p1_pairs(kind, imp, target, warmup, iters, false).await
 }
 
 /// [`p1`] over distinct keys, a new one for each pair (a lock taken once and never again,
@@ -202,17 +184,32 @@ pub(crate) async fn p1_distinct(
     warmup: usize,
     iters: usize,
 ) -> (f64, f64, f64) {
+    p1_pairs("lock", imp, target, warmup, iters, true).await
+}
+
+/// `warmup` then `iters` timed lock+unlock pairs of `kind`, on one key or (`distinct`) a new
+/// lock on a new key for each pair (its making timed with it).
+async fn p1_pairs(
+    kind: &'static str,
+    imp: String,
+    target: Target,
+    warmup: usize,
+    iters: usize,
+    distinct: bool,
+) -> (f64, f64, f64) {
     let setup = Setup::new(&imp, &target).await;
     let wake = Arc::new(Notify::new());
+    let mut locker = setup.locker_of(kind, "bench:p1", 0, &wake);
     let mut lat = Vec::with_capacity(iters);
     let mut cpu0 = cpu_time();
     for i in 0..warmup + iters {
         if i == warmup {
             cpu0 = cpu_time();
         }
-        let key = format!("bench:p1d:{i}");
         let t = Instant::now();
-        let mut locker = setup.locker_of("lock", &key, 0, &wake);
+        if distinct {
+            locker = setup.locker_of(kind, &format!("bench:p1d:{i}"), 0, &wake);
+        }
         let g = locker.lock().await;
         locker.unlock(g).await;
         if i >= warmup {

@@ -464,20 +464,22 @@ impl Hub {
         idle
     }
 
+    /// Marks `channel` confirmed; newly confirmed, its watchers are told (what was sent
+    /// before the subscription is for them to check).
     fn mark_ready(&self, channel: &str) {
-        self.set_ready(channel, true);
+        self.mark_all_ready(&[channel]);
     }
 
     /// [`Hub::mark_ready`] for each of `channels`, their watchers told at once (one check of
     /// a hold whose lock and keyspace channels were confirmed together).
-    fn mark_all_ready(&self, channels: &[String]) {
+    fn mark_all_ready<S: AsRef<str>>(&self, channels: &[S]) {
         let mut told = Vec::new();
         {
             let mut states = self.channels.lock();
-            for channel in channels {
+            for channel in channels.iter().map(AsRef::as_ref) {
                 if let Some(state) = states.get_mut(channel) {
                     if !state.confirmed && state.watchers > 0 {
-                        told.push(channel.clone());
+                        told.push(channel.to_string());
                     }
                     state.set_confirmed(true);
                 }
@@ -486,20 +488,10 @@ impl Hub {
         self.tell(told);
     }
 
-    /// Marks `channel` confirmed (or not); newly confirmed, its watchers are told (what was
-    /// sent before the subscription is for them to check).
-    fn set_ready(&self, channel: &str, ready: bool) {
-        let told = {
-            let mut channels = self.channels.lock();
-            let Some(state) = channels.get_mut(channel) else {
-                return;
-            };
-            let news = ready && !state.confirmed && state.watchers > 0;
-            state.set_confirmed(ready);
-            news
-        };
-        if told {
-            self.tell([channel.to_string()]);
+    /// Marks `channel` no longer confirmed (its subscription is gone or moving).
+    fn mark_unready(&self, channel: &str) {
+        if let Some(state) = self.channels.lock().get_mut(channel) {
+            state.set_confirmed(false);
         }
     }
 

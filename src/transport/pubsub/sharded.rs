@@ -155,7 +155,7 @@ impl Router {
                     }
                     Event::Moved((node, _), channel) => {
                         if self.placed.get(&channel) == Some(&node) {
-                            self.hub.set_ready(&channel, false);
+                            self.hub.mark_unready(&channel);
                         }
                         self.moved.insert(channel, (node, Instant::now()));
                         refresh_at.get_or_insert_with(Instant::now);
@@ -166,7 +166,7 @@ impl Router {
                         }
                         self.links.remove(&node);
                         for (channel, _) in self.placed.iter().filter(|(_, n)| **n == node) {
-                            self.hub.set_ready(channel, false);
+                            self.hub.mark_unready(channel);
                         }
                         refresh_at.get_or_insert_with(|| Instant::now() + backoff);
                     }
@@ -269,7 +269,7 @@ impl Router {
                         let _ = link.orders.send(Order::Unsubscribe(vec![channel.clone()]));
                     }
                 }
-                self.hub.set_ready(&channel, false);
+                self.hub.mark_unready(&channel);
                 moving.push(channel);
             }
         }
