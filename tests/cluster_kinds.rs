@@ -1,12 +1,16 @@
 //! The lock kinds beyond `Lock` on a real Redis Cluster (`support::cluster`, 6 nodes shared by
 //! this binary's tests): each kind's keys stay in its lock's slot, a write unlock's wake-all
 //! message reaches readers of another client at every master, and a multi-lock takes locks on
-//! every master together.
+//! every master together. Also the holders' side of the hub on a cluster: many held locks
+//! listened for their loss at their masters, each told of it.
 
 mod support;
 
+use std::time::Duration;
+
 use redisson_lock::{names, Error, LockClient, MultiLock, Owner};
 use support::cluster::{self, key_on_master, RedisCluster};
+use support::{eventually, server_info};
 
 async fn client() -> LockClient {
     let config = cluster::get().config();
@@ -159,5 +163,60 @@ async fn fair_and_spin_locks_serve_their_waiters_at_each_keys_master() {
     let err = client.fair_lock("bad{").try_lock().await.unwrap_err();
     assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
     client.shutdown().await;
+    other.shutdown().await;
+}
+
+/// A burst of held locks on every master: each is listened for at its master (sharded where the
+/// server has it: the router's pipelined `SSUBSCRIBE`s, each confirmed alone), and a forced
+/// unlock of one on each master is told to its holder, and to no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_held_locks_are_listened_for_at_their_masters_and_told_their_loss() {
+    const PER_MASTER: usize = 400;
+    let _steady = RedisCluster::steady().await;
+    let sharded = server_info().sharded_pubsub;
+    let config = cluster::get().config().with_prompt_loss_detection(true);
+    let holder = LockClient::with_config(config).await.unwrap();
+    let names: Vec<String> = (0..3)
+        .flat_map(|master| {
+            (0..PER_MASTER).map(move |i| key_on_master(&format!("heard-{i}"), master))
+        })
+        .collect();
+    let guards = futures::future::join_all(names.iter().map(|name| {
+        let lock = holder.lock(name);
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    let listened =
+        |name: &String| cluster::get().listeners(name, &names::lock_channel(name), sharded);
+    let all = eventually(Duration::from_secs(20), || {
+        names
+            .iter()
+            .step_by(37)
+            .chain(names.last())
+            .all(|n| listened(n) == 1)
+    })
+    .await;
+    assert!(
+        all,
+        "every held lock is listened for once at its master (sharded: {sharded})"
+    );
+    let other = client().await;
+    let victims: Vec<usize> = (0..3)
+        .map(|master| master * PER_MASTER + PER_MASTER / 2)
+        .collect();
+    for &victim in &victims {
+        assert!(other.lock(&names[victim]).force_unlock().await.unwrap());
+    }
+    for &victim in &victims {
+        tokio::time::timeout(Duration::from_secs(2), guards[victim].lost())
+            .await
+            .unwrap_or_else(|_| panic!("{}: a forced unlock is told at once", names[victim]));
+    }
+    let lost = guards.iter().filter(|g| g.is_lost()).count();
+    assert_eq!(lost, victims.len(), "only the forced locks are lost");
+    for guard in guards.into_iter().filter(|g| !g.is_lost()) {
+        guard.unlock().await.unwrap();
+    }
+    holder.shutdown().await;
     other.shutdown().await;
 }

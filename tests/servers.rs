@@ -35,6 +35,52 @@ async fn spublish_mode_wakes_waiters_by_the_message_or_is_refused_at_connect() {
     }
 }
 
+/// `PublishMode::SPublish` on one server, a burst of held locks listened for their loss: each
+/// channel subscribed once with `SSUBSCRIBE` (pipelined, each confirmed alone), and a forced
+/// unlock told to its holder only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_locks_in_spublish_mode_are_listened_for_together_and_told_their_loss() {
+    const HELD: usize = 500;
+    if !server_info().sharded_pubsub {
+        support::skip(
+            "held_locks_in_spublish_mode_are_listened_for_together_and_told_their_loss",
+            "no sharded pub/sub before Redis 7",
+        );
+        return;
+    }
+    let server = RedisServer::start();
+    let sharded = |c: Config| {
+        c.with_publish_mode(PublishMode::SPublish)
+            .with_prompt_loss_detection(true)
+    };
+    let holder = server.client_with(sharded).await;
+    let guards = futures::future::join_all((0..HELD).map(|i| {
+        let lock = holder.lock(format!("burst-{i}"));
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    let all = support::eventually(PROMPT, || {
+        (0..HELD)
+            .step_by(23)
+            .chain([HELD - 1])
+            .all(|i| shard_subscribers(&server, &support::channel(&format!("burst-{i}"))) == 1)
+    })
+    .await;
+    assert!(all, "every held lock is listened for with SSUBSCRIBE");
+    let victim = &guards[HELD / 3];
+    let other = server.client().await;
+    assert!(other.lock(victim.name()).force_unlock().await.unwrap());
+    timeout(PROMPT, victim.lost())
+        .await
+        .expect("a forced unlock is told at once");
+    assert_eq!(guards.iter().filter(|g| g.is_lost()).count(), 1);
+    for guard in guards.into_iter().filter(|g| !g.is_lost()) {
+        guard.unlock().await.unwrap();
+    }
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
 /// `PublishMode::SPublish` where the server has no sharded pub/sub (Redis 6.2): refused at
 /// connect, naming the missing command, with nothing written.
 async fn spublish_is_refused_at_connect() {

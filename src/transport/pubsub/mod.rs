@@ -32,6 +32,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use redis::aio::MultiplexedConnection;
+
 use crate::config::{Config, PublishMode};
 use crate::transport::{node_info, Connection};
 
@@ -45,6 +47,9 @@ const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a subscription nobody uses is kept (between one and two of these).
 const LINGER: Duration = Duration::from_secs(1);
+/// The most channels one (un)subscription round trip carries (a burst of 100,000 watched
+/// holds goes out in about a hundred).
+const SUBSCRIBE_BATCH: usize = 1024;
 
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
@@ -464,14 +469,9 @@ impl Hub {
         idle
     }
 
-    /// Marks `channel` confirmed; newly confirmed, its watchers are told (what was sent
-    /// before the subscription is for them to check).
-    fn mark_ready(&self, channel: &str) {
-        self.mark_all_ready(&[channel]);
-    }
-
-    /// [`Hub::mark_ready`] for each of `channels`, their watchers told at once (one check of
-    /// a hold whose lock and keyspace channels were confirmed together).
+    /// Marks `channels` confirmed; the watchers of those newly confirmed are told, at once
+    /// (what was sent before a subscription is for them to check; one check of a hold whose
+    /// lock and keyspace channels were confirmed together).
     fn mark_all_ready<S: AsRef<str>>(&self, channels: &[S]) {
         let mut told = Vec::new();
         {
@@ -523,4 +523,45 @@ impl Hub {
         }
         self.tell(watched);
     }
+}
+
+/// A sharded (un)subscription command.
+#[derive(Clone, Copy)]
+enum Shard {
+    Subscribe,
+    Unsubscribe,
+}
+
+/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for each of `channels`, one channel per command,
+/// pipelined [`SUBSCRIBE_BATCH`] at a time, and returns each channel's answer in order. One
+/// command per channel, because a command naming several must keep to one slot on a cluster,
+/// and because redis-rs 1.8 takes the first of a raw command's confirmations as its whole
+/// reply (the others would answer the connection's next commands: a later subscription would
+/// read as confirmed before the server made it).
+async fn shard_each(
+    conn: &mut MultiplexedConnection,
+    shard: Shard,
+    channels: &[String],
+) -> redis::RedisResult<Vec<redis::RedisResult<()>>> {
+    let name = match shard {
+        Shard::Subscribe => "SSUBSCRIBE",
+        Shard::Unsubscribe => "SUNSUBSCRIBE",
+    };
+    let mut answers = Vec::with_capacity(channels.len());
+    for batch in channels.chunks(SUBSCRIBE_BATCH) {
+        let mut pipe = redis::pipe();
+        for channel in batch {
+            pipe.cmd(name).arg(channel);
+        }
+        let replies: Vec<redis::RedisResult<redis::Value>> =
+            pipe.ignore_errors().query_async(conn).await?;
+        if replies.len() != batch.len() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "pipelined sharded subscriptions answered short",
+            )));
+        }
+        answers.extend(replies.into_iter().map(|reply| reply.map(drop)));
+    }
+    Ok(answers)
 }

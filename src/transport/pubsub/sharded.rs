@@ -23,7 +23,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{node_info, Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+use super::{
+    node_info, shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL,
+    SUBSCRIBE_BATCH,
+};
 use crate::transport::topology::{Topology, View};
 use crate::transport::NodeAddr;
 
@@ -136,9 +139,19 @@ impl Router {
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,
                 command = self.commands.recv() => {
-                    let Some(Command::Subscribe(channel)) = command else { break };
-                    if self.hub.is_wanted(&channel) && !self.placed.contains_key(&channel) {
-                        self.place(vec![channel]);
+                    let Some(Command::Subscribe(first)) = command else { break };
+                    // Every channel asked for by now, placed together (each master's share
+                    // goes out pipelined).
+                    let mut channels = vec![first];
+                    while channels.len() < SUBSCRIBE_BATCH {
+                        match self.commands.try_recv() {
+                            Ok(Command::Subscribe(channel)) => channels.push(channel),
+                            Err(_) => break,
+                        }
+                    }
+                    channels.retain(|c| self.hub.is_wanted(c) && !self.placed.contains_key(c));
+                    if !channels.is_empty() {
+                        self.place(channels);
                     }
                 }
                 Some(event) = self.inbox.recv() => match event {
@@ -147,9 +160,7 @@ impl Router {
                             .into_iter()
                             .filter(|c| self.placed.get(c) == Some(&node))
                             .collect();
-                        for channel in &here {
-                            self.hub.mark_ready(channel);
-                        }
+                        self.hub.mark_all_ready(&here);
                         // Published while the channel was nowhere? Each waiter looks once.
                         self.hub.rewake(&here);
                     }
@@ -392,13 +403,11 @@ impl Link {
                     let Some(order) = order else { return Ok(()) };
                     match order {
                         Order::Subscribe(channels) => self.subscribe(&mut conn, channels).await?,
-                        Order::Unsubscribe(channels) => {
-                            for channel in channels {
-                                if self.subscribed.remove(&channel) {
-                                    self.leaving.insert(channel.clone());
-                                    redis::cmd("SUNSUBSCRIBE").arg(&channel).exec_async(&mut conn).await?;
-                                }
-                            }
+                        Order::Unsubscribe(mut channels) => {
+                            channels.retain(|channel| self.subscribed.remove(channel));
+                            self.leaving.extend(channels.iter().cloned());
+                            // (A channel the node no longer serves answers `MOVED`: gone anyway.)
+                            shard_each(&mut conn, Shard::Unsubscribe, &channels).await?;
                         }
                     }
                 }
@@ -409,20 +418,20 @@ impl Link {
         }
     }
 
-    /// `SSUBSCRIBE`s each channel (one slot per command, as a cluster requires).
+    /// `SSUBSCRIBE`s `channels`, pipelined (one channel per command, so one slot each, as a
+    /// cluster requires), and tells the router which were confirmed and which moved.
     async fn subscribe(
         &mut self,
         conn: &mut MultiplexedConnection,
         channels: Vec<String>,
     ) -> redis::RedisResult<()> {
+        for channel in &channels {
+            self.leaving.remove(channel);
+        }
+        let answers = shard_each(conn, Shard::Subscribe, &channels).await?;
         let mut confirmed = Vec::with_capacity(channels.len());
-        for channel in channels {
-            self.leaving.remove(&channel);
-            match redis::cmd("SSUBSCRIBE")
-                .arg(&channel)
-                .exec_async(conn)
-                .await
-            {
+        for (channel, answer) in channels.into_iter().zip(answers) {
+            match answer {
                 Ok(()) => {
                     self.subscribed.insert(channel.clone());
                     confirmed.push(channel);

@@ -14,10 +14,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Command, Hub, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-
-/// The most channels one `SUBSCRIBE` asks for.
-const SUBSCRIBE_BATCH: usize = 1024;
+use super::{
+    shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL,
+    SUBSCRIBE_BATCH,
+};
 use crate::transport::topology::Topology;
 use crate::transport::{node_info, NodeAddr};
 
@@ -165,12 +165,10 @@ impl HubTask {
         channels: &[String],
     ) -> redis::RedisResult<()> {
         if self.sharded {
-            // Sharded subscriptions need no special client support in RESP3: the confirmation
-            // arrives as a push, and the command's reply resolves once it does.
-            redis::cmd("SSUBSCRIBE")
-                .arg(channels)
-                .exec_async(conn)
-                .await
+            shard_each(conn, Shard::Subscribe, channels)
+                .await?
+                .into_iter()
+                .collect()
         } else {
             conn.subscribe(channels).await
         }
@@ -182,10 +180,10 @@ impl HubTask {
         channels: &[String],
     ) -> redis::RedisResult<()> {
         if self.sharded {
-            redis::cmd("SUNSUBSCRIBE")
-                .arg(channels)
-                .exec_async(conn)
-                .await
+            shard_each(conn, Shard::Unsubscribe, channels)
+                .await?
+                .into_iter()
+                .collect()
         } else {
             conn.unsubscribe(channels).await
         }
