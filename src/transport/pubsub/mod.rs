@@ -151,6 +151,22 @@ enum Command {
     Subscribe(String),
 }
 
+impl Command {
+    /// This command's channel and those of every command queued behind it by now, up to
+    /// [`SUBSCRIBE_BATCH`]: asked for together, they go out together.
+    fn batch(self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Vec<String> {
+        let Command::Subscribe(first) = self;
+        let mut channels = vec![first];
+        while channels.len() < SUBSCRIBE_BATCH {
+            match commands.try_recv() {
+                Ok(Command::Subscribe(channel)) => channels.push(channel),
+                Err(_) => break,
+            }
+        }
+        channels
+    }
+}
+
 /// One waiter's share of a channel subscription; dropping it releases the share.
 pub(crate) struct Subscription {
     hub: Arc<Hub>,

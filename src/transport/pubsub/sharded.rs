@@ -25,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     node_info, shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL,
-    SUBSCRIBE_BATCH,
 };
 use crate::transport::topology::{Topology, View};
 use crate::transport::NodeAddr;
@@ -139,16 +138,10 @@ impl Router {
             tokio::select! {
                 _ = self.shutdown.cancelled() => break,
                 command = self.commands.recv() => {
-                    let Some(Command::Subscribe(first)) = command else { break };
+                    let Some(first) = command else { break };
                     // Every channel asked for by now, placed together (each master's share
                     // goes out pipelined).
-                    let mut channels = vec![first];
-                    while channels.len() < SUBSCRIBE_BATCH {
-                        match self.commands.try_recv() {
-                            Ok(Command::Subscribe(channel)) => channels.push(channel),
-                            Err(_) => break,
-                        }
-                    }
+                    let mut channels = first.batch(&mut self.commands);
                     channels.retain(|c| self.hub.is_wanted(c) && !self.placed.contains_key(c));
                     if !channels.is_empty() {
                         self.place(channels);

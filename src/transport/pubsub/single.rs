@@ -14,10 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL,
-    SUBSCRIBE_BATCH,
-};
+use super::{shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
 use crate::transport::topology::Topology;
 use crate::transport::{node_info, NodeAddr};
 
@@ -219,16 +216,10 @@ impl HubTask {
                     }
                 }
                 command = self.commands.recv() => {
-                    let Some(Command::Subscribe(first)) = command else { return };
+                    let Some(first) = command else { return };
                     // Every channel asked for by now, in one command (a burst of holds
                     // watched, or of waiters on many locks, costs one round trip).
-                    let mut channels = vec![first];
-                    while channels.len() < SUBSCRIBE_BATCH {
-                        match self.commands.try_recv() {
-                            Ok(Command::Subscribe(channel)) => channels.push(channel),
-                            Err(_) => break,
-                        }
-                    }
+                    let mut channels = first.batch(&mut self.commands);
                     channels.retain(|channel| self.hub.is_wanted(channel));
                     if channels.is_empty() {
                         continue;
