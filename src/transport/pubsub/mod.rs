@@ -488,14 +488,14 @@ impl Hub {
     /// Marks `channels` confirmed; the watchers of those newly confirmed are told, at once
     /// (what was sent before a subscription is for them to check; one check of a hold whose
     /// lock and keyspace channels were confirmed together).
-    fn mark_all_ready<S: AsRef<str>>(&self, channels: &[S]) {
+    fn mark_all_ready(&self, channels: &[String]) {
         let mut told = Vec::new();
         {
             let mut states = self.channels.lock();
-            for channel in channels.iter().map(AsRef::as_ref) {
+            for channel in channels {
                 if let Some(state) = states.get_mut(channel) {
                     if !state.confirmed && state.watchers > 0 {
-                        told.push(channel.to_string());
+                        told.push(channel.clone());
                     }
                     state.set_confirmed(true);
                 }
