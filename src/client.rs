@@ -89,6 +89,33 @@ impl LockClient {
         Lock::new(self.engine.clone(), name.into())
     }
 
+    /// A handle on the semaphore named `name` (Redisson's `getSemaphore(name)`): permits
+    /// shared with Java services in one key. Sends nothing until used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let pool = client.semaphore("db:connections");
+    /// let permits = pool.acquire(1).await?;
+    /// # drop(permits); Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> crate::Semaphore {
+        crate::Semaphore::new(self.lock(name))
+    }
+
+    /// A handle on the count-down latch named `name` (Redisson's `getCountDownLatch(name)`):
+    /// a count shared with Java services, waited on until it reaches zero. Sends nothing until
+    /// used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let ready = client.count_down_latch("shards:ready");
+    /// ready.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down_latch(&self, name: impl Into<String>) -> crate::CountDownLatch {
+        crate::CountDownLatch::new(self.lock(name))
+    }
+
     /// A handle on the fenced lock named `name` (Redisson's `getFencedLock(name)`): a lock
     /// whose every acquisition carries a fencing token. Sends nothing until used.
     ///

@@ -50,8 +50,10 @@ pub enum Error {
         lock: String,
     },
 
-    /// The key exists but is not a lock hash (Redis `WRONGTYPE`). Nothing was changed.
-    #[error("key `{lock}` holds a value of another type, not a lock hash")]
+    /// The key exists but holds something else than the primitive keeps there: not a lock
+    /// hash (Redis `WRONGTYPE`), not a count (a semaphore's permits, a latch's count, a
+    /// fenced lock's token counter that is no integer). Nothing was changed.
+    #[error("key `{lock}` holds a value of another type than this lock or semaphore keeps")]
     WrongType {
         /// The lock's name.
         lock: String,
@@ -240,6 +242,13 @@ impl Error {
 
     /// Builds the error for a Redis failure on lock `lock`, classifying it.
     pub(crate) fn from_redis(lock: &str, err: redis::RedisError) -> Self {
+        // An answer that does not read as what the primitive keeps there (a counter that is
+        // no integer): the key holds something else.
+        if err.kind() == redis::ErrorKind::Parse {
+            return Error::WrongType {
+                lock: lock.to_string(),
+            };
+        }
         if is_transient(&err) {
             return Error::Connection(err);
         }
@@ -248,7 +257,7 @@ impl Error {
                 lock: lock.to_string(),
             };
         }
-        if has_code(&err, "WRONGTYPE") {
+        if has_code(&err, "WRONGTYPE") || has_code(&err, "NOT_A_COUNT") {
             return Error::WrongType {
                 lock: lock.to_string(),
             };
@@ -266,6 +275,12 @@ pub(crate) fn is_transient(err: &redis::RedisError) -> bool {
     use redis::RetryMethod;
     if err.kind() == redis::ErrorKind::AuthenticationFailed {
         return false; // (redis-rs would reconnect; wrong credentials stay wrong)
+    }
+    if err.kind() == redis::ErrorKind::Parse {
+        // redis-rs would reconnect, but its value conversions fail with this kind too: an
+        // answer came, of another shape (a counter that is no integer), and a re-send
+        // would read the same.
+        return false;
     }
     err.is_timeout()
         || err.is_connection_refusal()

@@ -41,6 +41,31 @@ pub fn lock_channel(key: &str) -> String {
     prefixed("redisson_lock__channel", key)
 }
 
+/// The pub/sub channel a semaphore's releases and permit changes publish on, the permits
+/// available after each (Redisson's `RSemaphore`; `key` includes any key prefix).
+///
+/// ```
+/// assert_eq!(redisson_lock::names::semaphore_channel("pool"), "redisson_sc:{pool}");
+/// ```
+pub fn semaphore_channel(key: &str) -> String {
+    prefixed("redisson_sc", key)
+}
+
+/// The pub/sub channel of a count-down latch (Redisson's `RCountDownLatch`; `key` includes any
+/// key prefix): `0` when it opens, `1` when a count is set or it is deleted. Redisson wraps the
+/// name in braces whatever it holds, so a name with a brace of its own puts the channel in
+/// another cluster slot than the key (refused on a cluster, as Redisson's script would be).
+///
+/// ```
+/// use redisson_lock::names;
+///
+/// assert_eq!(names::latch_channel("batch"), "redisson_countdownlatch__channel__{batch}");
+/// assert_eq!(names::latch_channel("a{b}c"), "redisson_countdownlatch__channel__{a{b}c}");
+/// ```
+pub fn latch_channel(key: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{key}}}")
+}
+
 /// The Redis Cluster slot `key` hashes to (CRC16 of its hash tag, or of the whole key).
 ///
 /// ```

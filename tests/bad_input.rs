@@ -114,6 +114,14 @@ async fn keys_of_another_type_are_refused_and_untouched() {
             assert!(err.to_string().contains(name), "{err}");
         }
     }
+    // A fenced lock's token counter that is no integer: refused as another type too, not
+    // taken for a lost answer (redis-rs classes a value conversion as a reason to reconnect).
+    let counter = redisson_lock::names::token_key("a-fenced");
+    let _: () = server.cmd(&["SET", &counter, "precious"]);
+    let err = client.fenced_lock("a-fenced").token().await.unwrap_err();
+    assert!(err.is_wrong_type(), "{err}");
+    assert_eq!(server.cmd::<String>(&["GET", &counter]), "precious");
+    let _: i64 = server.cmd(&["DEL", &counter]);
     assert_eq!(snapshot(&server), before);
     assert_eq!(client.held_locks(), 0);
 }

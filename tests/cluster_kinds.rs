@@ -170,6 +170,106 @@ async fn fair_and_spin_locks_serve_their_waiters_at_each_keys_master() {
 /// server has it: the router's pipelined `SSUBSCRIBE`s, each confirmed alone), and a forced
 /// unlock of one on each master is told to its holder, and to no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_count_and_wake_waiters_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let (holder, waiters) = (client().await, client().await);
+    let sharded = support::server_info().sharded_pubsub;
+    let prompt = Duration::from_secs(5);
+    for master in 0..3 {
+        let name = key_on_master("sem", master);
+        let pool = holder.semaphore(&name);
+        assert!(pool.try_set_permits(2).await.unwrap());
+        let both = pool.acquire(2).await.unwrap();
+        let waiting: Vec<_> = (0..2)
+            .map(|_| {
+                let pool = waiters.semaphore(&name);
+                tokio::spawn(async move {
+                    let taken = pool.acquire(1).await.unwrap().forget();
+                    (tokio::time::Instant::now(), taken)
+                })
+            })
+            .collect();
+        let channel = names::semaphore_channel(&name);
+        assert!(
+            eventually(prompt, || cluster::get()
+                .listeners(&name, &channel, sharded)
+                >= 1)
+            .await,
+            "{name}: the waiters never subscribed"
+        );
+        // One release of both permits wakes both waiters (of another client) by its message:
+        // well inside the second after which a waiter that missed it looks again.
+        let released = tokio::time::Instant::now();
+        both.release().await.unwrap();
+        for waiter in waiting {
+            let (at, taken) = tokio::time::timeout(prompt, waiter).await.unwrap().unwrap();
+            assert_eq!(taken, 1);
+            let after = at - released;
+            assert!(
+                after < Duration::from_millis(600),
+                "{name}: woken {after:?} after"
+            );
+        }
+        let count: String = cluster::get()
+            .master_of(&name)
+            .cmd(&["GET", &name])
+            .unwrap();
+        assert_eq!(count, "0", "{name}: the count sits at the key's master");
+    }
+    let err = holder.semaphore("bad{").try_acquire(1).await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    holder.shutdown().await;
+    waiters.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_down_latches_open_for_waiters_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let (counter, waiters) = (client().await, client().await);
+    let sharded = support::server_info().sharded_pubsub;
+    let prompt = Duration::from_secs(5);
+    for master in 0..3 {
+        let name = key_on_master("gate", master);
+        let gate = counter.count_down_latch(&name);
+        assert!(gate.try_set_count(1).await.unwrap());
+        let waiter = tokio::spawn({
+            let gate = waiters.count_down_latch(&name);
+            async move {
+                gate.wait().await.unwrap();
+                tokio::time::Instant::now()
+            }
+        });
+        let channel = names::latch_channel(&name);
+        assert!(
+            eventually(prompt, || cluster::get()
+                .listeners(&name, &channel, sharded)
+                >= 1)
+            .await,
+            "{name}: the waiter never subscribed"
+        );
+        let count: String = cluster::get()
+            .master_of(&name)
+            .cmd(&["GET", &name])
+            .unwrap();
+        assert_eq!(count, "1", "{name}: the count sits at the key's master");
+        let opened = tokio::time::Instant::now();
+        assert_eq!(gate.count_down().await.unwrap(), 0);
+        let at = tokio::time::timeout(prompt, waiter).await.unwrap().unwrap();
+        let after = at - opened;
+        assert!(
+            after < Duration::from_millis(600),
+            "{name}: woken {after:?} after"
+        );
+    }
+    // Redisson wraps the whole name in the channel's braces: a name with a hash tag of its own
+    // puts the channel in another slot, refused before anything is sent.
+    let err = counter.count_down_latch("a{b}c").count().await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    counter.shutdown().await;
+    waiters.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_held_locks_are_listened_for_at_their_masters_and_told_their_loss() {
     const PER_MASTER: usize = 400;
     let _steady = RedisCluster::steady().await;

@@ -37,6 +37,39 @@ fn public_types_are_send_sync_and_static() {
     is_send_sync_static::<redisson_lock::inspect::LockInfo>();
     is_send_sync_static::<redisson_lock::inspect::Scan>();
     is_send_sync_static::<redisson_lock::inspect::ServerStats>();
+    is_send_sync_static::<redisson_lock::Semaphore>();
+    is_send_sync_static::<redisson_lock::SemaphorePermits>();
+    is_send_sync_static::<redisson_lock::blocking::Semaphore>();
+    is_send_sync_static::<redisson_lock::blocking::SemaphorePermits>();
+    is_send_sync_static::<redisson_lock::CountDownLatch>();
+    is_send_sync_static::<redisson_lock::blocking::CountDownLatch>();
+}
+
+/// Never run: it only has to compile.
+#[allow(dead_code, unused_must_use)]
+async fn semaphore_futures_are_send(
+    semaphore: redisson_lock::Semaphore,
+    permits: redisson_lock::SemaphorePermits,
+) {
+    is_send(&semaphore.acquire(1));
+    is_send(&semaphore.try_acquire_for(1, Duration::ZERO));
+    is_send(&semaphore.release(1));
+    is_send(&semaphore.add_permits(1));
+    is_send(&semaphore.try_set_permits(1));
+    is_send(&semaphore.available_permits());
+    is_send(&semaphore.drain_permits());
+    is_send(&permits.release());
+}
+
+/// Never run: it only has to compile.
+#[allow(dead_code, unused_must_use)]
+async fn latch_futures_are_send(latch: redisson_lock::CountDownLatch) {
+    is_send(&latch.try_set_count(1));
+    is_send(&latch.count_down());
+    is_send(&latch.count());
+    is_send(&latch.delete());
+    is_send(&latch.wait());
+    is_send(&latch.wait_for(Duration::ZERO));
 }
 
 /// Never run: it only has to compile.

@@ -23,8 +23,10 @@
 //! ```
 
 mod fenced;
+mod latch;
 mod multi;
 mod read_write;
+mod semaphore;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,8 +35,10 @@ use std::time::Duration;
 use crate::{Config, Lease, Owner, Result, Wait};
 
 pub use fenced::{FencedGuard, FencedLock};
+pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedGuard, RedLock};
 pub use read_write::ReadWriteLock;
+pub use semaphore::{Semaphore, SemaphorePermits};
 
 /// Owns the runtime; shuts it down without blocking an async context.
 struct Runtime(Option<tokio::runtime::Runtime>);
@@ -110,6 +114,35 @@ impl LockClient {
         let runtime = Arc::new(Runtime(Some(rt)));
         let inner = runtime.block_on(crate::LockClient::with_config(config))?;
         Ok(LockClient { inner, runtime })
+    }
+
+    /// A handle on the semaphore named `name` (see [`crate::LockClient::semaphore`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let permits = client.semaphore("pool").acquire(1)?;
+    /// # drop(permits); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            inner: self.inner.semaphore(name),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// A handle on the count-down latch named `name` (see
+    /// [`crate::LockClient::count_down_latch`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// client.count_down_latch("ready").wait()?;
+    /// # Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch {
+            inner: self.inner.count_down_latch(name),
+            runtime: self.runtime.clone(),
+        }
     }
 
     /// A handle on the lock named `name`.

@@ -26,7 +26,7 @@ use crate::engine::request::{AcquireRequest, Terms};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
-use crate::raw::{Attempt, Kind, LockOptions, Waiting};
+use crate::raw::{Attempt, Kind, LockOptions, Waiters};
 
 /// Longest a waiter sleeps between attempts when the holder's key has no TTL (a writer other
 /// than Redisson or this crate), or after a connection error.
@@ -58,6 +58,8 @@ pub(crate) struct Target<'a> {
     pub(crate) key: &'a Arc<str>,
     /// The lock handle's own settings (its back-off, its queue reservation).
     pub(crate) options: LockOptions,
+    /// What the call's hold takes: 1 for a lock, `n` permits for a semaphore.
+    pub(crate) permits: u32,
 }
 
 impl Target<'_> {
@@ -124,6 +126,7 @@ impl Target<'_> {
             field.clone(),
             Terms {
                 lease_ms: lease.millis(self.shared.config.watchdog_timeout()),
+                permits: self.permits,
                 wait,
                 queue_wait: self.options.queue_wait,
             },
@@ -157,13 +160,14 @@ impl Target<'_> {
         lease: Lease,
     ) -> Result<Option<Granted>> {
         let hub = &self.shared.core.hub;
-        let waiting = self.raw.waiting();
+        let polls = matches!(self.raw.waiters(), Waiters::Poll);
+        let reads = self.raw.reads();
         // No channel for a single attempt (`try_lock`): it never waits.
-        let channel = (wait != Some(Duration::ZERO) && waiting == Waiting::Message)
+        let channel = (wait != Some(Duration::ZERO) && !polls)
             .then(|| self.raw.waiter_channel(self.key, &field));
         // When another waiter of this client keeps the channel subscribed, join it first: one
         // attempt, made while subscribed, then does what two (before and after) would.
-        let joined = channel.as_deref().and_then(|c| hub.join_live(c));
+        let joined = channel.as_deref().and_then(|c| hub.join_live(c, reads));
         let mut attempted = joined.is_none();
         // From here on the call is waiting (counted in the waiters' gauges until it ends).
         let (subscription, _waiting) = match (joined, channel) {
@@ -173,16 +177,16 @@ impl Target<'_> {
                 if let Ok(guard) = self.attempt(request, owner, lease).await? {
                     return Ok(Some(guard));
                 }
-                match (channel, waiting) {
-                    (Some(channel), _) => {
+                match channel {
+                    Some(channel) => {
                         let waiting = WaitMark::start();
-                        (hub.subscribe(&channel).await, waiting)
+                        (hub.subscribe(&channel, reads).await, waiting)
                     }
-                    (None, Waiting::Backoff) if wait != Some(Duration::ZERO) => {
+                    None if polls && wait != Some(Duration::ZERO) => {
                         let _waiting = WaitMark::start();
                         return self.poll(request, owner, lease, deadline).await;
                     }
-                    (None, _) => return Ok(None),
+                    None => return Ok(None),
                 }
             }
         };
@@ -250,7 +254,7 @@ impl Target<'_> {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
                     && ((!self.raw.is_shared()
-                        && self.raw.waiters_share_channel()
+                        && matches!(self.raw.waiters(), Waiters::Broadcast)
                         && self.shared.core.registry.held_by_other(self.key, owner))
                         || handoffs.in_flight(self.key)) =>
                 {
@@ -384,11 +388,14 @@ impl Target<'_> {
                         request.release_late_hold().await;
                         return Ok(Err(0));
                     }
-                    let ticket = self
-                        .shared
-                        .core
-                        .registry
-                        .register(self.raw, self.key, self.name, owner, lease, since);
+                    let ticket = self.shared.core.registry.register(
+                        self.raw,
+                        self.key,
+                        self.name,
+                        (owner, request.permits()),
+                        lease,
+                        since,
+                    );
                     request.spend();
                     let hold = self.hold(lease, ticket);
                     return Ok(Ok(Granted { hold, token }));
@@ -472,9 +479,12 @@ struct Withdrawal<'a> {
 impl Withdrawal<'_> {
     /// The kind's withdrawal of this call's owner, if it has one.
     fn withdraw(&self) -> Option<crate::future::BoxFuture<'static, redis::RedisResult<()>>> {
+        let Waiters::Queue(queue) = self.lock.raw.waiters() else {
+            return None;
+        };
         let protocol = &self.lock.shared.core.protocol;
         let (key, field) = (self.lock.key, self.request.field());
-        (self.lock.raw).withdraw(protocol, key, field, self.request.queue_wait_ms())
+        Some(queue.withdraw(protocol, key, field, self.request.queue_wait_ms()))
     }
 
     /// Withdraws now, for a call that ended without the lock while its caller waits. (Armed

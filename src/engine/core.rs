@@ -17,7 +17,7 @@ use crate::engine::release::{self, Job, PendingReleases, Unlock};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::observe::Observe;
-use crate::raw::Protocol;
+use crate::raw::{Kind, Protocol};
 use crate::transport::connect;
 use crate::transport::naming::ConnName;
 use crate::transport::pubsub::Hub;
@@ -77,6 +77,14 @@ impl Core {
         }
     }
 
+    /// Wakes this client's waiters of `key`, one of whose holders of this client lost it:
+    /// they may be parked on the belief that the holder will publish its unlock, which will
+    /// now never come (the kind says where its waiters listen).
+    pub(crate) fn wake_waiters_of(&self, raw: &Kind, key: &str) {
+        self.hub
+            .wake_where(|channel| raw.is_waiter_channel(key, channel));
+    }
+
     /// Releases a hold declared lost by the lease clock: it may still be in Redis (the clock
     /// runs from the send of the last confirmed renewal, Redis from when it ran one, perhaps a
     /// later one whose answer was lost). Left there, it would block others for up to a lease,
@@ -100,6 +108,7 @@ impl Core {
                 lost.key.clone(),
                 lost.field.clone(),
                 self.watchdog_lease_ms,
+                lost.permits,
             );
             self.send(Job::Unlock(unlock));
         }

@@ -371,7 +371,8 @@ impl Offer {
             latch,
             lease_ms: s.lease_ms,
             field: &s.field,
-            // (Kinds that hand off do not queue.)
+            // (Kinds that hand off take one hold per acquire, and do not queue.)
+            permits: 1,
             try_once: false,
             queue_wait_ms: 0,
             now_ms: 0,
@@ -420,7 +421,8 @@ impl Offer {
                 _ if matches!(*state, PlaceState::Gone) => None,
                 Ok(Attempt::Acquired { token }) => {
                     let (owner, lease) = (place.owner, place.lease);
-                    let ticket = holds.register(raw, &self.key, &self.name, owner, lease, sent_at);
+                    let ticket =
+                        holds.register(raw, &self.key, &self.name, (owner, 1), lease, sent_at);
                     holds.observe.handed_off(holds.about(&ticket));
                     Some(Outcome::Acquired(ticket, token))
                 }
@@ -429,7 +431,7 @@ impl Offer {
                         raw,
                         &self.key,
                         &self.name,
-                        place.owner,
+                        (place.owner, 1),
                         place.lease,
                         sent_at,
                     ),

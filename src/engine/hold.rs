@@ -122,6 +122,7 @@ impl Hold {
                         self.key().clone(),
                         self.field().into(),
                         self.lease().millis(self.shared.config.watchdog_timeout()),
+                        self.ticket.permits,
                     )
                     .freeing(last),
                 )

@@ -14,7 +14,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::future::{join_all, BoxFuture};
+use crate::names;
 use crate::raw::Protocol;
+
+/// Sends of one latched write ([`SpentLatches::send_once`]) before its caller hears of the error.
+const ONCE_ATTEMPTS: u32 = 3;
+const RESEND_PAUSE: Duration = Duration::from_millis(50);
 
 /// How long spent latches are gathered before one `DEL` removes them (far inside their PX).
 const LATCH_SWEEP: Duration = Duration::from_millis(50);
@@ -35,6 +40,36 @@ pub(crate) struct SpentLatches {
 }
 
 impl SpentLatches {
+    /// Sends a write that a request latch of `key`'s makes exactly-once (a release of permits,
+    /// a count-down): `send` is handed the latch, the same one for every send, and the write
+    /// is re-sent after an answer lost to a transient error (the latch makes a re-send count
+    /// nothing more), a few times at most. The latch is spent once an answer is read, or once
+    /// the sends give up.
+    pub(crate) async fn send_once<T, Sent>(
+        &self,
+        key: &str,
+        send: impl Fn(String) -> Sent,
+    ) -> redis::RedisResult<T>
+    where
+        Sent: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let latch = names::unlock_latch(key, &names::new_request_id());
+        let mut attempt = 1;
+        loop {
+            match send(latch.clone()).await {
+                Err(err) if attempt < ONCE_ATTEMPTS && crate::error::is_transient(&err) => {
+                    tracing::debug!(key, error = %err, "answer lost; re-sending with the same latch");
+                    attempt += 1;
+                    tokio::time::sleep(RESEND_PAUSE).await;
+                }
+                answer => {
+                    self.retire(latch);
+                    return answer;
+                }
+            }
+        }
+    }
+
     /// Queues a spent latch for deletion (never blocks, never sends).
     pub(crate) fn retire(&self, latch: String) {
         let mut pending = self.pending.lock();

@@ -225,7 +225,7 @@ async fn check_entry(core: &Core, entry: &Arc<Entry>, client_id: &str) {
                 core.registry
                     .apply_renewals(std::slice::from_ref(entry), vec![false], sent_at);
             for hold in lost {
-                core.hub.wake_lock(&hold.raw.channel(&hold.key));
+                core.wake_waiters_of(hold.raw, &hold.key);
                 core.release_lost(&hold);
             }
         }

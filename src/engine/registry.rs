@@ -95,6 +95,8 @@ pub(crate) struct LostHold {
     pub(crate) field: Arc<str>,
     /// How many holds the owner had (Redis counts them in the field).
     pub(crate) holds: u32,
+    /// What each hold took ([`Entry::permits`]).
+    pub(crate) permits: u32,
     pub(crate) reason: LostReason,
 }
 
@@ -292,14 +294,14 @@ impl Registry {
         &self.client_id
     }
 
-    /// Records one more hold of `key` (a lock of kind `raw`) by `owner`, acquired with
-    /// `lease` by a request sent at `sent_at`.
+    /// Records one more hold of `key` (a lock of kind `raw`) by `owner`, taking `permits` (1
+    /// for a lock), acquired with `lease` by a request sent at `sent_at`.
     pub(crate) fn register(
         &self,
         raw: &'static Kind,
         key: &Arc<str>,
         name: &Arc<str>,
-        owner: Owner,
+        (owner, permits): (Owner, u32),
         lease: Lease,
         sent_at: Instant,
     ) -> Ticket {
@@ -319,6 +321,7 @@ impl Registry {
                 lease_deadline: AtomicStamp::default(),
                 last_confirmed: AtomicStamp::new(sent_at),
                 since_ms: stamp_ms(sent_at),
+                permits,
                 registered: AtomicBool::new(false),
                 flags: AtomicU8::new(0),
                 lost: LostSignal::default(),
@@ -580,6 +583,7 @@ impl Registry {
                     name: node.name_arc(),
                     field,
                     holds,
+                    permits: node.permits,
                     reason,
                 }
             })

@@ -27,7 +27,7 @@ use crate::engine::Core;
 use crate::names;
 use crate::raw::protocol::resend_deadline;
 use crate::raw::Kind;
-use crate::raw::{Attempt, Release, UnlockArgs};
+use crate::raw::{Attempt, Release, UnlockArgs, Waiters};
 
 /// Re-sends of one unlock after a connection error or timeout, all with the same latch. Kept
 /// well inside the latch's lifetime, so a re-send can never release twice.
@@ -110,6 +110,8 @@ pub(crate) struct Unlock {
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
     pub(crate) lease_ms: u64,
+    /// What the hold gives back ([`AcquireArgs::permits`](crate::raw::AcquireArgs)).
+    pub(crate) permits: u32,
     /// It releases the owner's last hold, so it frees the lock: a hand-off may follow it.
     pub(crate) frees: bool,
     request_id: String,
@@ -122,6 +124,7 @@ impl Unlock {
         key: Arc<str>,
         field: Arc<str>,
         lease_ms: u64,
+        permits: u32,
     ) -> Self {
         Unlock {
             raw,
@@ -129,6 +132,7 @@ impl Unlock {
             key,
             field,
             lease_ms,
+            permits,
             frees: false,
             request_id: names::new_request_id(),
         }
@@ -157,6 +161,7 @@ impl Unlock {
             latch: &latch,
             lease_ms: self.lease_ms,
             field: &self.field,
+            permits: self.permits,
         };
         let mut attempt = 1;
         loop {
@@ -215,6 +220,7 @@ impl Unlock {
                 self.key.clone(),
                 orphan.field,
                 orphan.lease_ms,
+                1, // (kinds that hand off take one hold per acquire)
             );
             let job = if orphan.acquired {
                 ctx.latches.retire(orphan.latch.to_string());
@@ -395,16 +401,14 @@ async fn resolve(ctx: &Core, unsettled: Unsettled) {
 }
 
 /// Takes the owner of an acquire whose caller is gone out of its kind's queue, if the acquire
-/// may have queued it (see [`RawLock::withdraw`](crate::raw::RawLock::withdraw)).
+/// may have queued it (see [`Queueing::withdraw`](crate::raw::Queueing::withdraw)).
 async fn withdraw(ctx: &Core, unsettled: &Unsettled) {
     let Some(queue_wait_ms) = unsettled.queued else {
         return;
     };
     let unlock = &unsettled.unlock;
-    let protocol = &ctx.protocol;
-    if let Some(withdraw) =
-        (unlock.raw).withdraw(protocol, &unlock.key, &unlock.field, queue_wait_ms)
-    {
+    if let Waiters::Queue(queue) = unlock.raw.waiters() {
+        let withdraw = queue.withdraw(&ctx.protocol, &unlock.key, &unlock.field, queue_wait_ms);
         withdrawn(&unlock.name, withdraw).await;
     }
 }

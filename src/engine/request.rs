@@ -31,6 +31,8 @@ use crate::raw::Kind;
 pub(crate) struct Terms {
     /// The lease of the hold, in ms.
     pub(crate) lease_ms: u64,
+    /// What the hold takes ([`AcquireArgs::permits`]).
+    pub(crate) permits: u32,
     /// The call's wait (`None`: without end; zero: a single attempt).
     pub(crate) wait: Option<std::time::Duration>,
     /// The lock's queue reservation for a wait without end ([`LockOptions::queue_wait`]).
@@ -47,6 +49,7 @@ pub(crate) struct AcquireRequest {
     key: Arc<str>,
     field: Arc<str>,
     lease_ms: u64,
+    permits: u32,
     /// A single attempt (`try_lock`): a queueing kind does not queue it.
     try_once: bool,
     /// The place its attempts reserve in a queueing kind's queue, in ms.
@@ -74,6 +77,7 @@ impl AcquireRequest {
     ) -> Self {
         let Terms {
             lease_ms,
+            permits,
             wait,
             queue_wait,
         } = terms;
@@ -87,6 +91,7 @@ impl AcquireRequest {
             key,
             field,
             lease_ms,
+            permits,
             try_once: wait == Some(std::time::Duration::ZERO),
             queue_wait_ms: u64::try_from(reserved.as_millis()).unwrap_or(u64::MAX),
             latch: Arc::new(Mutex::new(latch)),
@@ -112,6 +117,11 @@ impl AcquireRequest {
         self.lease_ms
     }
 
+    /// What the hold takes ([`AcquireArgs::permits`]).
+    pub(crate) fn permits(&self) -> u32 {
+        self.permits
+    }
+
     /// The place its attempts reserve in a queueing kind's queue, in ms.
     pub(crate) fn queue_wait_ms(&self) -> u64 {
         self.queue_wait_ms
@@ -134,6 +144,7 @@ impl AcquireRequest {
             latch,
             lease_ms: self.lease_ms,
             field: &self.field,
+            permits: self.permits,
             try_once: self.try_once,
             queue_wait_ms: self.queue_wait_ms,
             now_ms: crate::raw::now_ms(),
@@ -197,6 +208,7 @@ impl AcquireRequest {
             self.key.clone(),
             self.field.clone(),
             self.lease_ms,
+            self.permits,
         )
     }
 

@@ -224,7 +224,7 @@ impl Watchdog {
     /// what the lease clock lost.
     fn after_loss(&self, lost: Vec<LostHold>) {
         for hold in lost {
-            self.core.hub.wake_lock(&hold.raw.channel(&hold.key));
+            self.core.wake_waiters_of(hold.raw, &hold.key);
             self.core.release_lost(&hold);
         }
     }

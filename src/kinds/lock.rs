@@ -157,6 +157,11 @@ impl Lock {
         &self.shared.client_id
     }
 
+    /// The client's engine.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.shared
+    }
+
     /// What the lock's scripts and queries go through.
     pub(crate) fn protocol(&self) -> &crate::raw::Protocol {
         &self.shared.core.protocol
@@ -168,29 +173,34 @@ impl Lock {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
+        self.check_with(|sample_id| {
+            let mut derived = self.raw.derived_keys(&self.key);
+            derived.extend([
+                self.raw.channel(&self.key),
+                self.raw
+                    .waiter_channel(&self.key, &format!("{sample_id}:1")),
+                names::acquire_latch(&self.key, sample_id),
+                names::unlock_latch(&self.key, sample_id),
+            ]);
+            derived
+        })
+    }
+
+    /// The client is open, the name is not empty, and on a cluster every key and channel
+    /// `derived` names shares the key's slot (a script must touch them together): what every
+    /// primitive over this handle's name checks before sending anything. `derived` is given a
+    /// sample request id (latches end in a random one: any stands for all of them), and is
+    /// called on a cluster only: every acquire passes here.
+    pub(crate) fn check_with(&self, derived: impl FnOnce(&str) -> Vec<String>) -> Result<()> {
         self.shared.check_open()?;
         if self.name.is_empty() {
             return Err(Error::InvalidArgument("lock name must not be empty".into()));
         }
-        if self.shared.core.protocol.connection().is_cluster() {
-            self.check_slots()?;
+        if !self.shared.core.protocol.connection().is_cluster() {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    /// On a cluster, every key and channel a script touches must share the lock key's slot.
-    fn check_slots(&self) -> Result<()> {
+        let derived = derived(&"0".repeat(32));
         let key_slot = names::cluster_slot(&self.key);
-        // (Latches end in a random request id: any id stands for all of them.)
-        let sample_id = "0".repeat(32);
-        let mut derived = self.raw.derived_keys(&self.key);
-        derived.extend([
-            self.raw.channel(&self.key),
-            self.raw
-                .waiter_channel(&self.key, &format!("{sample_id}:1")),
-            names::acquire_latch(&self.key, &sample_id),
-            names::unlock_latch(&self.key, &sample_id),
-        ]);
         match derived
             .into_iter()
             .map(|name| (names::cluster_slot(&name), name))
@@ -373,8 +383,20 @@ impl Lock {
         wait: Option<Duration>,
         lease: Lease,
     ) -> Result<Option<Granted>> {
-        self.check()?;
         let owner = self.current_owner().unwrap_or_else(Owner::new);
+        self.acquire_as(owner, 1, wait, lease).await
+    }
+
+    /// The engine's acquire loop for a hold of `owner` taking `permits` (1 for a lock; a
+    /// semaphore's acquire takes its count, as an owner of its own).
+    pub(crate) async fn acquire_as(
+        &self,
+        owner: Owner,
+        permits: u32,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<Granted>> {
+        self.check()?;
         let field: Arc<str> = owner.field(&self.shared.client_id).into();
         let target = Target {
             raw: self.raw,
@@ -382,6 +404,7 @@ impl Lock {
             name: &self.name,
             key: &self.key,
             options: self.options,
+            permits,
         };
         target.acquire(owner, field, wait, lease).await
     }

@@ -6,7 +6,9 @@
 pub(crate) mod acquire;
 pub(crate) mod fenced;
 pub(crate) mod guard;
+pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod multi;
 pub(crate) mod read_write;
 pub(crate) mod red_lock;
+pub(crate) mod semaphore;

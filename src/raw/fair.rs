@@ -4,17 +4,17 @@
 //! (`redisson_lock__channel:{N}:<field>`) on which an unlock wakes only the head of the queue.
 //! A single attempt never queues; a waiting one queues its owner, reserving the call's wait
 //! (or [`LockOptions::queue_wait`](super::LockOptions)); a waiter that gives up is withdrawn
-//! ([`RawLock::withdraw`]). No local hand-off: a waiter of the same client must not jump the
+//! ([`Queueing::withdraw`]). No local hand-off: a waiter of the same client must not jump the
 //! queue. Scripts: `scripts/lua/fair_*.lua`.
 
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, RedisResult};
 
 use super::protocol::{
-    acquire_latch_ttl, now_ms, AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs,
+    acquire_latch_ttl, now_ms, AcquireArgs, Call, Protocol, Release, Script, UnlockArgs,
     LATCH_TTL_MS,
 };
-use super::rlock::{self, AcquireScript, RLOCK, UNLOCK_MESSAGE};
-use super::RawLock;
+use super::rlock::{self, AcquireScript, UNLOCK_MESSAGE};
+use super::{Queueing, RawLock, Waiters};
 use crate::future::BoxFuture;
 use crate::names;
 
@@ -80,16 +80,8 @@ impl RawLock for Fair {
         self.name
     }
 
-    fn channel(&self, key: &str) -> String {
-        names::lock_channel(key)
-    }
-
-    fn waiter_channel(&self, key: &str, field: &str) -> String {
-        format!("{}:{field}", names::lock_channel(key))
-    }
-
-    fn waiters_share_channel(&self) -> bool {
-        false
+    fn waiters(&self) -> Waiters<'_> {
+        Waiters::Queue(self)
     }
 
     fn loss_channel(&self, _key: &str) -> Option<String> {
@@ -101,32 +93,8 @@ impl RawLock for Fair {
         vec![names::queue_key(key), names::timeout_key(key)]
     }
 
-    fn withdraw(
-        &self,
-        protocol: &Protocol,
-        key: &str,
-        field: &str,
-        queue_wait_ms: u64,
-    ) -> Option<BoxFuture<'static, RedisResult<()>>> {
-        let mut cmd = WITHDRAW.evalsha(4, 8, 3 * key.len() + field.len() + 80);
-        cmd.arg(key)
-            .arg(names::queue_key(key))
-            .arg(names::timeout_key(key))
-            .arg(names::lock_channel(key))
-            .arg(field)
-            .arg(queue_wait_ms)
-            .arg(UNLOCK_MESSAGE)
-            .arg(protocol.publish_command());
-        let send = protocol.send(Call::script(&WITHDRAW, key, cmd));
-        Some(Box::pin(async move { send.await.map(drop) }))
-    }
-
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(rlock::acquire(self.acquire, protocol, args))
+    fn acquire_script(&self) -> &'static AcquireScript {
+        self.acquire
     }
 
     fn unlock<'a>(
@@ -166,12 +134,37 @@ impl RawLock for Fair {
             .arg(protocol.publish_command());
         Box::pin(rlock::forced(protocol, &FORCE_UNLOCK, cmd, key))
     }
+}
 
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
-        RLOCK.renew_call(lease_ms, entries, across)
+impl Queueing for Fair {
+    fn waiter_channel(&self, key: &str, field: &str) -> String {
+        format!("{}:{field}", names::lock_channel(key))
     }
 
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
-        RLOCK.renewed(reply, entries)
+    fn is_waiter_channel(&self, key: &str, channel: &str) -> bool {
+        let base = names::lock_channel(key);
+        channel
+            .strip_prefix(base.as_str())
+            .is_some_and(|rest| rest.starts_with(':'))
+    }
+
+    fn withdraw(
+        &self,
+        protocol: &Protocol,
+        key: &str,
+        field: &str,
+        queue_wait_ms: u64,
+    ) -> BoxFuture<'static, RedisResult<()>> {
+        let mut cmd = WITHDRAW.evalsha(4, 8, 3 * key.len() + field.len() + 80);
+        cmd.arg(key)
+            .arg(names::queue_key(key))
+            .arg(names::timeout_key(key))
+            .arg(names::lock_channel(key))
+            .arg(field)
+            .arg(queue_wait_ms)
+            .arg(UNLOCK_MESSAGE)
+            .arg(protocol.publish_command());
+        let send = protocol.send(Call::script(&WITHDRAW, key, cmd));
+        Box::pin(async move { send.await.map(drop) })
     }
 }

@@ -1,14 +1,12 @@
 //! Redisson's `RFencedLock`: RLock's hash, channel, unlock and renewal, plus a token counter
 //! (`redisson_lock_token:{N}`) that every acquisition increments, re-entries too. Only the
-//! acquire differs (`scripts/lua/fenced_acquire.lua`); the rest is [`RLOCK`]'s.
+//! acquire differs (`scripts/lua/fenced_acquire.lua`); the rest is [`RawLock`](super::RawLock)'s
+//! defaults, which are RLock's.
 
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
-use super::protocol::{
-    acquire_latch_ttl, AcquireArgs, Attempt, Call, Pipelined, Protocol, Release, Script, UnlockArgs,
-};
-use super::rlock::{self, AcquireScript, RLOCK};
-use crate::future::BoxFuture;
+use super::protocol::{acquire_latch_ttl, AcquireArgs, Attempt, Script};
+use super::rlock::AcquireScript;
 
 static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/fenced_acquire.lua"));
 
@@ -60,10 +58,6 @@ impl super::RawLock for Fenced {
         "fenced"
     }
 
-    fn channel(&self, key: &str) -> String {
-        RLOCK.channel(key)
-    }
-
     fn derived_keys(&self, key: &str) -> Vec<String> {
         vec![crate::names::token_key(key)]
     }
@@ -73,51 +67,9 @@ impl super::RawLock for Fenced {
         Some(self)
     }
 
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(rlock::acquire(&FENCED_ACQUIRE, protocol, args))
-    }
-
-    fn unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-    ) -> BoxFuture<'a, RedisResult<Release>> {
-        RLOCK.unlock(protocol, args)
-    }
-
-    fn force_unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        key: &'a str,
-    ) -> BoxFuture<'a, RedisResult<bool>> {
-        RLOCK.force_unlock(protocol, key)
-    }
-
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
-        RLOCK.renew_call(lease_ms, entries, across)
-    }
-
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
-        RLOCK.renewed(reply, entries)
+    fn acquire_script(&self) -> &'static AcquireScript {
+        &FENCED_ACQUIRE
     }
 }
 
-impl super::HandOff for Fenced {
-    fn unlock_handing_off<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-        then_acquire: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
-        Box::pin(rlock::unlock_and_count(
-            &FENCED_ACQUIRE,
-            protocol,
-            args,
-            then_acquire,
-        ))
-    }
-}
+impl super::HandOff for Fenced {}

@@ -17,9 +17,11 @@
 
 pub(crate) mod fair;
 pub(crate) mod fenced;
+pub(crate) mod latch;
 pub(crate) mod protocol;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
+pub(crate) mod semaphore;
 pub(crate) mod spin;
 
 pub use spin::BackOff;
@@ -29,9 +31,11 @@ use std::borrow::Cow;
 use redis::RedisResult;
 
 use crate::future::BoxFuture;
+pub(crate) use crate::transport::pubsub::{Reads, Wake};
 pub(crate) use protocol::{
     now_ms, AcquireArgs, Attempt, Call, KeyKind, Pipelined, Protocol, Release, UnlockArgs,
 };
+use rlock::AcquireScript;
 
 /// A lock kind as the engine keeps it: a thin `&'static Kind` is 8 bytes in every guard and
 /// unlock, where a `&dyn RawLock` would take 16.
@@ -54,15 +58,55 @@ impl std::ops::Deref for Kind {
     }
 }
 
-/// How waiters of a kind learn that its lock may be free.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Waiting {
-    /// A message on the waiter's [channel](RawLock::waiter_channel), published by the unlock;
-    /// the holder's remaining lease bounds each sleep in case it is missed.
-    Message,
+/// How a kind's waiters learn that the lock may be free: one choice per kind.
+#[derive(Clone, Copy)]
+pub(crate) enum Waiters<'a> {
+    /// Every waiter listens on the lock's [channel](RawLock::channel); an unlock's message
+    /// wakes them as the kind [reads](RawLock::reads) it, and the holder's remaining lease
+    /// bounds each sleep in case it is missed. Another owner of this client holding the lock
+    /// is sure to publish its unlock where a waiter listens.
+    Broadcast,
+    /// The kind queues its waiters in Redis and each listens on a channel of its own: an
+    /// unlock wakes only the head of the queue (a fair lock). A waiter cannot count on another
+    /// local owner's unlock (it must make its attempt, which queues it, whoever holds the
+    /// lock), and one that gives up is withdrawn from the queue.
+    Queue(&'a dyn Queueing),
     /// No messages (Redisson's spin lock publishes none): attempts spaced by the lock's
     /// [`BackOff`] ([`LockOptions::backoff`]).
-    Backoff,
+    Poll,
+}
+
+impl std::fmt::Debug for Waiters<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waiters::Broadcast => "Broadcast",
+            Waiters::Queue(_) => "Queue",
+            Waiters::Poll => "Poll",
+        })
+    }
+}
+
+/// What a kind whose waiters queue in Redis adds ([`Waiters::Queue`]): each waiter's channel,
+/// and taking a waiter out of the queue.
+pub(crate) trait Queueing: Send + Sync {
+    /// The channel the waiter `field` of `key` listens on.
+    fn waiter_channel(&self, key: &str, field: &str) -> String;
+
+    /// Whether `channel` is one of `key`'s waiters' channels.
+    fn is_waiter_channel(&self, key: &str, channel: &str) -> bool;
+
+    /// Takes a waiter that gave up (its wait ran out, its call was cancelled or failed) out of
+    /// the queue. `queue_wait_ms` is the place the call reserved
+    /// ([`AcquireArgs::queue_wait_ms`]). Idempotent: withdrawing a waiter that is not queued
+    /// changes nothing. The future owns what it needs: a cancelled waiter's is finished by
+    /// the background task.
+    fn withdraw(
+        &self,
+        protocol: &Protocol,
+        key: &str,
+        field: &str,
+        queue_wait_ms: u64,
+    ) -> BoxFuture<'static, RedisResult<()>>;
 }
 
 /// What one lock handle adds to its kind's protocol: settings given per lock (Redisson's
@@ -70,7 +114,7 @@ pub(crate) enum Waiting {
 /// `fairLockWaitTimeout`). The kind stays a static protocol; its calls carry these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LockOptions {
-    /// The pauses between a polling waiter's attempts ([`Waiting::Backoff`] kinds).
+    /// The pauses between a polling waiter's attempts ([`Waiters::Poll`] kinds).
     pub(crate) backoff: BackOff,
     /// How long a waiter of a queueing kind keeps its place when its call waits without end
     /// (a bounded call reserves its own wait).
@@ -92,21 +136,36 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// The channel `key`'s unlocks publish on (for kinds with a channel per waiter, the base
-    /// that each waiter's channel extends).
-    fn channel(&self, key: &str) -> String;
-
-    /// The channel the waiter `field` of `key` listens to: the lock's channel, or one of its
-    /// own (a fair lock's unlock wakes only the head of its queue, on that waiter's channel).
-    fn waiter_channel(&self, key: &str, _field: &str) -> String {
-        self.channel(key)
+    /// that each waiter's channel extends): RLock's unless the kind has its own.
+    fn channel(&self, key: &str) -> String {
+        crate::names::lock_channel(key)
     }
 
-    /// Whether an unlock's message reaches every waiter (they all listen on the lock's
-    /// channel). Not so for a fair lock, whose unlock wakes only the head of its queue: a
-    /// waiter there cannot count on the message of another local owner's unlock, and must make
-    /// its attempt (which queues it) whoever holds the lock.
-    fn waiters_share_channel(&self) -> bool {
-        true
+    /// How the kind's waiters learn that the lock may be free.
+    fn waiters(&self) -> Waiters<'_> {
+        Waiters::Broadcast
+    }
+
+    /// How the kind reads a message on its channel: Redisson's lock messages (`0` wakes one
+    /// waiter, `1` all) unless the kind says otherwise.
+    fn reads(&self) -> Reads {
+        rlock::lock_message
+    }
+
+    /// The channel the waiter `field` of `key` listens on: the lock's channel, or one of its
+    /// own where the kind queues its waiters.
+    fn waiter_channel(&self, key: &str, field: &str) -> String {
+        match self.waiters() {
+            Waiters::Queue(queue) => queue.waiter_channel(key, field),
+            Waiters::Broadcast | Waiters::Poll => self.channel(key),
+        }
+    }
+
+    /// Whether `channel` is where a waiter of `key` listens: wakes go there when a holder of
+    /// this client loses the lock (its unlock message will never come).
+    fn is_waiter_channel(&self, key: &str, channel: &str) -> bool {
+        channel == self.channel(key)
+            || matches!(self.waiters(), Waiters::Queue(queue) if queue.is_waiter_channel(key, channel))
     }
 
     /// The channel where a message tells a holder its lock may be gone (a forced unlock
@@ -121,26 +180,6 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// share the lock key's slot, so names are checked against them before anything is sent.
     fn derived_keys(&self, _key: &str) -> Vec<String> {
         Vec::new()
-    }
-
-    /// How the kind's waiters learn that the lock may be free.
-    fn waiting(&self) -> Waiting {
-        Waiting::Message
-    }
-
-    /// Takes a waiter that gave up (its wait ran out, its call was cancelled or failed) out of
-    /// the kind's queue, for kinds that queue waiters in Redis (a fair lock); `None`: nothing
-    /// to do. `queue_wait_ms` is the place the call reserved ([`AcquireArgs::queue_wait_ms`]).
-    /// Idempotent: withdrawing a waiter that is not queued changes nothing. The future owns
-    /// what it needs: a cancelled waiter's is finished by the background task.
-    fn withdraw(
-        &self,
-        _protocol: &Protocol,
-        _key: &str,
-        _field: &str,
-        _queue_wait_ms: u64,
-    ) -> Option<BoxFuture<'static, RedisResult<()>>> {
-        None
     }
 
     /// The kind's local hand-off, if a release may hand the lock straight to a waiter of the
@@ -179,27 +218,41 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// The acquire script [`acquire`](RawLock::acquire) sends, and a local hand-off's
+    /// acquire behind an unlock: RLock's unless the kind has its own.
+    fn acquire_script(&self) -> &'static AcquireScript {
+        &rlock::RLOCK_ACQUIRE
+    }
+
     /// One acquire attempt, idempotent per `args.latch`. The future owns what it needs, so a
     /// cancelled caller can hand it to the background task.
     fn acquire(
         &self,
         protocol: &Protocol,
         args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>>;
+    ) -> BoxFuture<'static, RedisResult<Attempt>> {
+        Box::pin(rlock::acquire(self.acquire_script(), protocol, args))
+    }
 
-    /// Releases one hold, idempotently per `args.latch`.
+    /// Releases one hold, idempotently per `args.latch`: RLock's unlock unless the kind has
+    /// its own.
     fn unlock<'a>(
         &'a self,
         protocol: &'a Protocol,
         args: UnlockArgs<'a>,
-    ) -> BoxFuture<'a, RedisResult<Release>>;
+    ) -> BoxFuture<'a, RedisResult<Release>> {
+        Box::pin(rlock::unlock(protocol, args))
+    }
 
-    /// Deletes `key` whoever holds it and tells its waiters. `true` if it existed.
+    /// Deletes `key` whoever holds it and tells its waiters (on the kind's
+    /// [channel](RawLock::channel)). `true` if it existed. RLock's unless the kind has its own.
     fn force_unlock<'a>(
         &'a self,
         protocol: &'a Protocol,
         key: &'a str,
-    ) -> BoxFuture<'a, RedisResult<bool>>;
+    ) -> BoxFuture<'a, RedisResult<bool>> {
+        Box::pin(async move { rlock::force_unlock(protocol, key, &self.channel(key)).await })
+    }
 
     /// Whether [`renew_call`](RawLock::renew_call) can renew keys of different slots in one
     /// call on a cluster (`across`): its script touches only the keys it is handed, each one
@@ -213,11 +266,17 @@ pub(crate) trait RawLock: std::fmt::Debug + Send + Sync + 'static {
     /// the topology lets share a call: with `across`, any keys one cluster master serves,
     /// else one slot's). Encoded now, so the watchdog can send it alone or pipeline it with
     /// others to the same node.
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call;
+    /// RLock's renewal unless the kind has its own.
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
+        rlock::renew_call(lease_ms, entries, across)
+    }
 
     /// The answer of a [`renew_call`](RawLock::renew_call) of `entries` entries: one
-    /// [`Renewal`] per entry.
-    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<Renewal>>;
+    /// [`Renewal`] per entry (`1` renewed, `0` gone, `-1` elsewhere, as RLock's renewal
+    /// answers, unless the kind reads its own).
+    fn renewed(&self, reply: redis::Value, entries: usize) -> RedisResult<Vec<Renewal>> {
+        rlock::renewed(redis::FromRedisValue::from_redis_value(reply)?, entries)
+    }
 }
 
 /// One key's answer in a renewal.
@@ -234,13 +293,22 @@ pub(crate) enum Renewal {
 }
 
 /// A kind whose release may hand the lock to a parked waiter of the same client, in the
-/// unlock's own write ([`RawLock::hand_off`]).
-pub(crate) trait HandOff: Send + Sync {
+/// unlock's own write ([`RawLock::hand_off`]): RLock's unlock, then the kind's
+/// [acquire script](RawLock::acquire_script) for the waiter, unless the kind sends its own.
+pub(crate) trait HandOff: RawLock {
     /// The unlock in one write with a waiter's acquire and a count of the channel's listeners.
     fn unlock_handing_off<'a>(
         &'a self,
         protocol: &'a Protocol,
         args: UnlockArgs<'a>,
         then_acquire: Option<AcquireArgs<'a>>,
-    ) -> BoxFuture<'a, RedisResult<Pipelined>>;
+    ) -> BoxFuture<'a, RedisResult<Pipelined>> {
+        let script = self.acquire_script();
+        Box::pin(rlock::unlock_and_count(
+            script,
+            protocol,
+            args,
+            then_acquire,
+        ))
+    }
 }

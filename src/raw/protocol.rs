@@ -75,6 +75,9 @@ pub(crate) struct AcquireArgs<'a> {
     pub(crate) latch: &'a str,
     pub(crate) lease_ms: u64,
     pub(crate) field: &'a str,
+    /// What the hold takes: 1 for every lock kind (one hold, counted in the owner's field), `n`
+    /// for a semaphore's `acquire(n)`.
+    pub(crate) permits: u32,
     /// The call makes this one attempt and never waits (`try_lock`): a queueing kind must
     /// not queue it.
     pub(crate) try_once: bool,
@@ -101,6 +104,8 @@ pub(crate) struct UnlockArgs<'a> {
     pub(crate) latch: &'a str,
     pub(crate) lease_ms: u64,
     pub(crate) field: &'a str,
+    /// What the hold gives back ([`AcquireArgs::permits`]).
+    pub(crate) permits: u32,
 }
 
 /// The answers to one unlock sent with a local hand-off's acquire and a count of listeners.

@@ -12,13 +12,12 @@
 
 use std::borrow::Cow;
 
-use redis::{Cmd, RedisResult, Value};
+use redis::{Cmd, RedisResult};
 
 use super::protocol::{
-    acquire_latch_ttl, AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs,
-    LATCH_TTL_MS,
+    acquire_latch_ttl, AcquireArgs, Call, Protocol, Release, Script, UnlockArgs, LATCH_TTL_MS,
 };
-use super::rlock::{self, AcquireScript, RLOCK};
+use super::rlock::{self, AcquireScript};
 use crate::future::BoxFuture;
 use crate::names;
 
@@ -135,12 +134,8 @@ impl super::RawLock for ReadHalf {
         true
     }
 
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(rlock::acquire(&READ, protocol, args))
+    fn acquire_script(&self) -> &'static AcquireScript {
+        &READ
     }
 
     fn unlock<'a>(
@@ -217,10 +212,6 @@ impl super::RawLock for ReadHalf {
         }
         Call::script(&READ_RENEW, entries[0].0, cmd)
     }
-
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
-        RLOCK.renewed(reply, entries)
-    }
 }
 
 impl super::RawLock for WriteHalf {
@@ -236,12 +227,8 @@ impl super::RawLock for WriteHalf {
         Cow::Owned(write_field(field))
     }
 
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(rlock::acquire(&WRITE, protocol, args))
+    fn acquire_script(&self) -> &'static AcquireScript {
+        &WRITE
     }
 
     fn unlock<'a>(
@@ -255,6 +242,7 @@ impl super::RawLock for WriteHalf {
             latch,
             lease_ms,
             field,
+            .. // (one hold per unlock: `permits` is 1)
         } = args;
         let bytes = key.len() + channel.len() + latch.len() + field.len() + 56;
         let mut cmd = WRITE_UNLOCK.evalsha(3, 8, bytes);
@@ -299,10 +287,6 @@ impl super::RawLock for WriteHalf {
             .zip(&fields)
             .map(|((key, _), field)| (*key, field.as_str()))
             .collect();
-        RLOCK.renew_call(lease_ms, &entries, across)
-    }
-
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
-        RLOCK.renewed(reply, entries)
+        rlock::renew_call(lease_ms, &entries, across)
     }
 }

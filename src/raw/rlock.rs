@@ -8,7 +8,7 @@ use super::protocol::{
     acquire_latch_ttl, listener_count, short_reply, AcquireArgs, Attempt, Call, Pipelined,
     Protocol, Release, Script, Synced, UnlockArgs, LATCH_TTL_MS,
 };
-use super::Renewal;
+use super::{Renewal, Wake};
 
 static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/acquire.lua"));
 static UNLOCK: Script = Script::new(include_str!("../../scripts/lua/unlock.lua"));
@@ -18,6 +18,17 @@ static RENEW_ACROSS: Script = Script::new(include_str!("../../scripts/lua/renew_
 
 /// The message an unlock publishes: "one holder left, wake one waiter".
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
+
+/// How the lock kinds read their channel (Redisson's `LockPubSub`): `0` (an unlock) wakes one
+/// waiter, since only one can take the lock; `1` (a write unlock, which every reader may
+/// share) wakes them all.
+pub(crate) fn lock_message(payload: &[u8]) -> Wake {
+    match payload {
+        b"0" => Wake::One,
+        b"1" => Wake::All,
+        _ => Wake::Nobody,
+    }
+}
 
 /// An acquire script as the RLock-style kinds (RLock, fenced) send it: the script, its
 /// command and how its reply reads. Each kind's acquire, alone or behind a hand-off's unlock, goes
@@ -29,7 +40,7 @@ pub(crate) struct AcquireScript {
 }
 
 /// RLock's acquire: `nil` acquired, else the PTTL.
-static RLOCK_ACQUIRE: AcquireScript = AcquireScript {
+pub(super) static RLOCK_ACQUIRE: AcquireScript = AcquireScript {
     script: &ACQUIRE,
     cmd: acquire_cmd,
     reply: nil_or_pttl,
@@ -107,7 +118,7 @@ fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
 
 /// Releases one hold of `key` by `field`, idempotently per `latch` (re-sending the same
 /// latch after a lost reply returns the first answer without releasing twice).
-async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
+pub(super) async fn unlock(p: &Protocol, unlock: UnlockArgs<'_>) -> RedisResult<Release> {
     release(p, &UNLOCK, unlock_cmd(p, unlock), unlock.key).await
 }
 
@@ -134,9 +145,22 @@ pub(super) async fn forced(
     cmd: Cmd,
     key: &str,
 ) -> RedisResult<bool> {
+    Ok(written(p, script, cmd, key, "force_unlock").await? == 1)
+}
+
+/// Sends a write's script call `cmd` for `key` (with its `WAIT`, if any), says so if no
+/// replica acknowledged it, and reads its integer answer: a forced unlock's, and every write
+/// of the synchronizers.
+pub(super) async fn written(
+    p: &Protocol,
+    script: &'static Script,
+    cmd: Cmd,
+    key: &str,
+    what: &'static str,
+) -> RedisResult<i64> {
     let (reply, synced) = p.send(Call::script(script, key, cmd)).await?;
-    warn_unsynced(synced, key, "force_unlock");
-    Ok(i64::from_redis_value(reply)? == 1)
+    warn_unsynced(synced, key, what);
+    Ok(i64::from_redis_value(reply)?)
 }
 
 /// A release no replica acknowledged is done at the master; a failover could bring the hold
@@ -160,6 +184,7 @@ fn unlock_cmd(p: &Protocol, unlock: UnlockArgs<'_>) -> Cmd {
         latch,
         lease_ms,
         field,
+        .. // (one hold per unlock: `permits` is 1)
     } = unlock;
     let bytes = key.len() + channel.len() + latch.len() + field.len() + 48;
     let mut cmd = UNLOCK.evalsha(3, 8, bytes);
@@ -217,7 +242,7 @@ pub(crate) async fn unlock_and_count(
 }
 
 /// Deletes `key` whoever holds it and publishes the unlock message. `true` if it existed.
-async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<bool> {
+pub(super) async fn force_unlock(p: &Protocol, key: &str, channel: &str) -> RedisResult<bool> {
     let mut cmd = FORCE_UNLOCK.evalsha(2, 4, key.len() + channel.len() + 16);
     cmd.arg(key).arg(channel).arg(UNLOCK_MESSAGE).arg(p.publish);
     forced(p, &FORCE_UNLOCK, cmd, key).await
@@ -250,6 +275,19 @@ fn renew_across_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
         cmd.arg(*key).arg(*field);
     }
     cmd
+}
+
+/// The renewal of each `(key, field)` to `lease_ms`: keys declared (one slot), or in ARGV
+/// (`across`: any slots the node serves).
+pub(super) fn renew_call(lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
+    match across {
+        true => Call::script(
+            &RENEW_ACROSS,
+            entries[0].0,
+            renew_across_cmd(lease_ms, entries),
+        ),
+        false => Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries)),
+    }
 }
 
 /// One [`Renewal`] per entry of a renewal: 1 renewed, 0 no longer held by that owner, -1 not
@@ -300,61 +338,13 @@ impl super::RawLock for RLock {
         self.name
     }
 
-    fn channel(&self, key: &str) -> String {
-        crate::names::lock_channel(key)
-    }
-
     fn hand_off(&self) -> Option<&dyn super::HandOff> {
         Some(self)
     }
 
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> crate::future::BoxFuture<'static, RedisResult<Attempt>> {
-        Box::pin(acquire(self.acquire, protocol, args))
-    }
-
-    fn unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-    ) -> crate::future::BoxFuture<'a, RedisResult<Release>> {
-        Box::pin(unlock(protocol, args))
-    }
-
-    fn force_unlock<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        key: &'a str,
-    ) -> crate::future::BoxFuture<'a, RedisResult<bool>> {
-        Box::pin(async move { force_unlock(protocol, key, &self.channel(key)).await })
-    }
-
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
-        match across {
-            true => Call::script(
-                &RENEW_ACROSS,
-                entries[0].0,
-                renew_across_cmd(lease_ms, entries),
-            ),
-            false => Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries)),
-        }
-    }
-
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<Renewal>> {
-        renewed(FromRedisValue::from_redis_value(reply)?, entries)
+    fn acquire_script(&self) -> &'static AcquireScript {
+        self.acquire
     }
 }
 
-impl super::HandOff for RLock {
-    fn unlock_handing_off<'a>(
-        &'a self,
-        protocol: &'a Protocol,
-        args: UnlockArgs<'a>,
-        then_acquire: Option<AcquireArgs<'a>>,
-    ) -> crate::future::BoxFuture<'a, RedisResult<Pipelined>> {
-        Box::pin(unlock_and_count(self.acquire, protocol, args, then_acquire))
-    }
-}
+impl super::HandOff for RLock {}

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use redis::{RedisResult, Value};
+use redis::RedisResult;
 
-use super::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs};
-use super::rlock::{self, RLOCK};
-use super::{RawLock, Waiting};
+use super::protocol::{Protocol, Release, Script, UnlockArgs};
+use super::rlock;
+use super::{RawLock, Waiters};
 use crate::future::BoxFuture;
 
 static UNLOCK: Script = Script::new(include_str!("../../scripts/lua/spin_unlock.lua"));
@@ -107,25 +107,12 @@ impl RawLock for Spin {
         "spin"
     }
 
-    fn channel(&self, key: &str) -> String {
-        // Nothing is published on it; named so that a name's slot check covers it like RLock's.
-        RLOCK.channel(key)
-    }
-
     fn loss_channel(&self, _key: &str) -> Option<String> {
         None
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Backoff
-    }
-
-    fn acquire(
-        &self,
-        protocol: &Protocol,
-        args: AcquireArgs<'_>,
-    ) -> BoxFuture<'static, RedisResult<Attempt>> {
-        RLOCK.acquire(protocol, args)
+    fn waiters(&self) -> Waiters<'_> {
+        Waiters::Poll
     }
 
     fn unlock<'a>(
@@ -149,13 +136,5 @@ impl RawLock for Spin {
         let mut cmd = FORCE_UNLOCK.evalsha(1, 1, key.len());
         cmd.arg(key);
         Box::pin(rlock::forced(protocol, &FORCE_UNLOCK, cmd, key))
-    }
-
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
-        RLOCK.renew_call(lease_ms, entries, across)
-    }
-
-    fn renewed(&self, reply: Value, entries: usize) -> RedisResult<Vec<super::Renewal>> {
-        RLOCK.renewed(reply, entries)
     }
 }

@@ -36,6 +36,10 @@ pub(crate) struct Entry {
     /// how long locks are held: right for holds shorter than 49 days; 4 bytes, so that the
     /// entry stays inside its 128-byte allocation).
     pub(super) since_ms: u32,
+    /// What the hold took ([`AcquireArgs::permits`](crate::raw::AcquireArgs)): 1 for a
+    /// lock, and what its release gives back for a semaphore (whose every acquire is an owner
+    /// of its own).
+    pub(crate) permits: u32,
     /// In the registry (taken out once, never put back: a new hold makes a new node).
     pub(super) registered: AtomicBool,
     /// [`WARNED`] (reported as held longer than the hold warning, once per entry),

@@ -2,7 +2,7 @@
 //! the cancellation token made only when a guard asks for one, and the instant the lease runs
 //! out unless a renewal is confirmed first.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -67,13 +67,38 @@ impl std::fmt::Display for LostReason {
 #[derive(Debug, Default)]
 pub(crate) struct LostSignal {
     state: Mutex<LostState>,
-    /// The lease clock, and the reason it gives when it runs out (`CLOCK_*`).
-    deadline: AtomicStamp,
-    clock_reason: AtomicU8,
+    /// The lease clock, and the reason it gives when it runs out.
+    clock: LeaseClock,
 }
 
-const CLOCK_UNCONFIRMED: u8 = 0;
-const CLOCK_LEASE: u8 = 1;
+/// The lease clock in one atomic word, so that its deadline and its reason are read together
+/// (and an entry keeps to its 128-byte allocation): nanoseconds after [`clock_base`] with the
+/// lowest bit for the reason (1: the fixed lease ran out; 0: no renewal was confirmed in
+/// time), 0 for none. The deadline gives up a nanosecond of precision for it.
+#[derive(Debug, Default)]
+struct LeaseClock(AtomicU64);
+
+impl LeaseClock {
+    fn set(&self, deadline: Instant, reason: LostReason) {
+        let nanos = deadline.saturating_duration_since(clock_base()).as_nanos();
+        let nanos = nanos.clamp(2, u64::MAX as u128) as u64 & !1;
+        let lease = u64::from(reason == LostReason::LeaseExpired);
+        self.0.store(nanos | lease, Ordering::Release);
+    }
+
+    fn get(&self) -> Option<(Instant, LostReason)> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            word => {
+                let reason = match word & 1 {
+                    1 => LostReason::LeaseExpired,
+                    _ => LostReason::Unconfirmed,
+                };
+                Some((clock_base() + Duration::from_nanos(word & !1), reason))
+            }
+        }
+    }
+}
 
 /// An optional instant in one atomic word: nanoseconds after [`clock_base`], 0 for none. The
 /// registry keeps two per entry and the lease clock one, so they cost 8 bytes each.
@@ -116,18 +141,12 @@ struct LostState {
 impl LostSignal {
     /// Sets the lease clock: the hold is lost at `deadline` for `reason` unless set again.
     pub(super) fn set_clock(&self, deadline: Instant, reason: LostReason) {
-        let code = if reason == LostReason::LeaseExpired {
-            CLOCK_LEASE
-        } else {
-            CLOCK_UNCONFIRMED
-        };
-        self.clock_reason.store(code, Ordering::Relaxed);
-        self.deadline.set(deadline);
+        self.clock.set(deadline, reason);
     }
 
     /// When the lease clock runs out (`None` if it was never set).
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline.get()
+        self.clock.get().map(|(deadline, _)| deadline)
     }
 
     /// Fires the signal if the lease clock has run out at `now`; returns whether it has fired.
@@ -146,11 +165,8 @@ impl LostSignal {
 
     /// Why the lease clock has run out at `now`, if it has (fires nothing).
     pub(super) fn clock_ran_out(&self, now: Instant) -> Option<LostReason> {
-        let deadline = self.deadline()?;
-        (now >= deadline).then(|| match self.clock_reason.load(Ordering::Relaxed) {
-            CLOCK_LEASE => LostReason::LeaseExpired,
-            _ => LostReason::Unconfirmed,
-        })
+        let (deadline, reason) = self.clock.get()?;
+        (now >= deadline).then_some(reason)
     }
 
     /// Fires the signal; the first reason given sticks.

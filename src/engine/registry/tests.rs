@@ -8,7 +8,14 @@ fn owner(field: &str) -> Owner {
 }
 
 fn register(holds: &Registry, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
-    holds.register(&RLOCK, &key.into(), &key.into(), owner(field), lease, at)
+    holds.register(
+        &RLOCK,
+        &key.into(),
+        &key.into(),
+        (owner(field), 1),
+        lease,
+        at,
+    )
 }
 
 #[test]

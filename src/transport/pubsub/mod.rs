@@ -8,8 +8,9 @@
 //! Waiters of the same lock share one subscription to its channel, counted by reference. When
 //! the last waiter leaves, the subscription lingers for about a second before the hub drops
 //! it, so a lock that is contended again soon (a hot lock) costs no SUBSCRIBE/UNSUBSCRIBE
-//! pair per hand-off. A `0` message wakes one local waiter (only one can win the lock), a `1`
-//! wakes them all; a message with no waiter left is dropped.
+//! pair per hand-off. What a message means is its kind's to say, not the hub's: the first
+//! waiter of a channel brings its kind's reading of payloads ([`Wake`]: one waiter, all, up to
+//! *n*); a message with no waiter left is dropped.
 //!
 //! Holders listening for their lock's loss are not waiters: they are counted per channel
 //! ([`Hub::watch`]), and news of a watched channel (a message, its subscription confirmed, a
@@ -89,12 +90,31 @@ struct ChannelState {
     idle_since: Option<Instant>,
 }
 
-/// A channel's waiters: what a message wakes, and the confirmation they wait for.
+/// A channel's waiters: what a message wakes, how their kind reads a message, and the
+/// confirmation they wait for.
 struct Waiters {
     refs: usize,
     notify: Arc<Notify>,
     ready: watch::Sender<bool>,
+    reads: Reads,
 }
+
+/// Whom a message on a channel wakes, as the kind of its waiters reads the payload (the hub
+/// knows no payload of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// One waiter: only one can take what was freed (a lock's unlock).
+    One,
+    /// Every waiter (a write unlock readers may all share; a latch reaching zero).
+    All,
+    /// Up to `n` waiters (a semaphore's release, its payload the permits now available).
+    Up(u32),
+    /// Nobody: the message frees nothing.
+    Nobody,
+}
+
+/// How a kind reads its channel's payloads.
+pub(crate) type Reads = fn(&[u8]) -> Wake;
 
 impl ChannelState {
     fn new() -> ChannelState {
@@ -107,14 +127,17 @@ impl ChannelState {
         }
     }
 
-    /// One more waiter of `channel` (this state's key in `hub`'s map).
-    fn join(&mut self, hub: &Arc<Hub>, channel: &str) -> Subscription {
+    /// One more waiter of `channel` (this state's key in `hub`'s map), whose kind reads
+    /// payloads with `reads` (the channel's first waiter sets it: kinds that share a channel
+    /// share its messages' meaning).
+    fn join(&mut self, hub: &Arc<Hub>, channel: &str, reads: Reads) -> Subscription {
         let confirmed = self.confirmed;
         let waiters = self.waiters.get_or_insert_with(|| {
             Box::new(Waiters {
                 refs: 0,
                 notify: Arc::new(Notify::new()),
                 ready: watch::Sender::new(confirmed),
+                reads,
             })
         });
         waiters.refs += 1;
@@ -290,7 +313,7 @@ impl Hub {
 
     /// Joins the subscription to `channel` if the server has confirmed it already (another
     /// waiter of this client has it, or had it a moment ago): no command, no waiting.
-    pub(crate) fn join_live(self: &Arc<Self>, channel: &str) -> Option<Subscription> {
+    pub(crate) fn join_live(self: &Arc<Self>, channel: &str, reads: Reads) -> Option<Subscription> {
         if !self.connected.load(Ordering::Acquire) {
             return None;
         }
@@ -299,7 +322,7 @@ impl Hub {
         if !state.confirmed {
             return None;
         }
-        Some(state.join(self, channel))
+        Some(state.join(self, channel, reads))
     }
 
     /// `channel`'s state, made (and its subscription asked of the hub's task) if new.
@@ -318,11 +341,11 @@ impl Hub {
     /// server has confirmed it, so that an acquire attempt made afterwards cannot miss the
     /// unlock message. If the hub is disconnected it returns at once: the waiter then relies on
     /// its TTL timer and on the wake-up that follows the reconnect.
-    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str) -> Subscription {
+    pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str, reads: Reads) -> Subscription {
         let mut subscription = {
             let mut channels = self.channels.lock();
             let state = self.state(&mut channels, channel);
-            state.join(self, channel)
+            state.join(self, channel, reads)
         };
         if self.connected.load(Ordering::Acquire) {
             let confirmed = subscription.ready.wait_for(|r| *r);
@@ -390,15 +413,12 @@ impl Hub {
         }
     }
 
-    /// Wakes every waiter of the lock whose channel is `base`: those on `base` and those on a
-    /// channel of their own under it (`base:<field>`, a fair lock's), whose unlock message
-    /// will never come either.
-    pub(crate) fn wake_lock(&self, base: &str) {
+    /// Wakes every waiter of each channel `of_lock` picks (a lock's waiters, when a holder of
+    /// this client lost it: its unlock message will never come; the kind says which channels
+    /// its waiters listen on).
+    pub(crate) fn wake_where(&self, of_lock: impl Fn(&str) -> bool) {
         for (channel, state) in self.channels.lock().iter() {
-            let own = channel
-                .strip_prefix(base)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'));
-            if own {
+            if of_lock(channel) {
                 state.wake();
             }
         }
@@ -415,10 +435,17 @@ impl Hub {
                 return;
             };
             if let Some(waiters) = &state.waiters {
-                match payload {
-                    b"0" => waiters.notify.notify_one(),
-                    b"1" => waiters.notify.notify_waiters(),
-                    _ => {}
+                match (waiters.reads)(payload) {
+                    Wake::One => waiters.notify.notify_one(),
+                    Wake::All => waiters.notify.notify_waiters(),
+                    // (No more than there are: a permit stored past them would wake a later
+                    // waiter for nothing.)
+                    Wake::Up(n) => {
+                        for _ in 0..(n as usize).min(waiters.refs) {
+                            waiters.notify.notify_one();
+                        }
+                    }
+                    Wake::Nobody => {}
                 }
             }
             state.watchers > 0 && state.watch_filter.is_none_or(|wanted| wanted(payload))

@@ -25,6 +25,8 @@ import org.redisson.Redisson;
 import org.redisson.RedissonRedLock;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RReadWriteLock;
+import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -231,6 +233,12 @@ public final class Agent {
         if (op.startsWith("red")) {
             return runRed(op, cmd);
         }
+        if (op.startsWith("sem")) {
+            return runSemaphore(op, cmd);
+        }
+        if (op.startsWith("latch")) {
+            return runLatch(op, cmd);
+        }
         RLock lock = lockOf(cmd);
         switch (op) {
             case "lock":
@@ -327,6 +335,57 @@ public final class Agent {
             case "multiUnlock":
                 multi.unlock();
                 return NO_RESULT;
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** The RSemaphore named "lock"; "permits" is the count each op takes, gives or sets. */
+    private static Object runSemaphore(String op, Map<String, Object> cmd) throws Exception {
+        RSemaphore sem = client.getSemaphore(str(cmd, "lock"));
+        int permits = cmd.get("permits") == null ? 1 : (int) num(cmd, "permits");
+        switch (op) {
+            case "semTrySetPermits":
+                return sem.trySetPermits(permits);
+            case "semAddPermits":
+                sem.addPermits(permits);
+                return NO_RESULT;
+            case "semAcquire":
+                sem.acquire(permits);
+                return NO_RESULT;
+            case "semTryAcquire":
+                return sem.tryAcquire(permits, num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+            case "semRelease":
+                sem.release(permits);
+                return NO_RESULT;
+            case "semAvailable":
+                return sem.availablePermits();
+            case "semDrain":
+                return sem.drainPermits();
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** The RCountDownLatch named "lock"; "count" is what latchTrySetCount sets. */
+    private static Object runLatch(String op, Map<String, Object> cmd) throws Exception {
+        RCountDownLatch latch = client.getCountDownLatch(str(cmd, "lock"));
+        switch (op) {
+            case "latchTrySetCount":
+                return latch.trySetCount(num(cmd, "count"));
+            case "latchCountDown":
+                latch.countDown();
+                return NO_RESULT;
+            case "latchGetCount":
+                return latch.getCount();
+            case "latchAwait":
+                if (cmd.get("waitMs") != null) {
+                    return latch.await(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+                }
+                latch.await();
+                return true;
+            case "latchDelete":
+                return latch.delete();
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
         }

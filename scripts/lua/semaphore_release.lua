@@ -1,0 +1,31 @@
+-- Give permits back to a Redisson RSemaphore, idempotently per request: Redisson's release
+-- (`incrby N k`, then publish the count after it on the semaphore's channel), plus this
+-- crate's release latch beside the key (Redisson never reads it).
+-- KEYS[1]  semaphore key (a string: the permits available)
+-- KEYS[2]  semaphore channel, redisson_sc:{<key>}
+-- KEYS[3]  release latch, redisson_unlock_latch:{<key>}:<request-id>
+-- ARGV[1]  permits to give back (>= 1)
+-- ARGV[2]  publish command, "publish" or "spublish"
+-- ARGV[3]  latch lifetime in ms
+-- Reply:   the permits available after the release. A re-sent request (latch present)
+--          replies the first answer and gives nothing more.
+--          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+-- The publish (which the server may lack, or the ACL refuse) comes before the write, so that
+-- an error reply means nothing changed; waiters cannot act before the script ends.
+local latched = redis.call('get', KEYS[3])
+if latched then
+    return tonumber(latched)
+end
+local value = redis.call('get', KEYS[1])
+local available = 0
+if value then
+    available = tonumber(value)
+    if available == nil then
+        return redis.error_reply('NOT_A_COUNT the key does not hold a count')
+    end
+end
+available = available + tonumber(ARGV[1])
+redis.call(ARGV[2], KEYS[2], available)
+redis.call('incrby', KEYS[1], ARGV[1])
+redis.call('set', KEYS[3], available, 'px', ARGV[3])
+return available
