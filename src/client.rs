@@ -102,6 +102,20 @@ impl LockClient {
         crate::Semaphore::new(self.lock(name))
     }
 
+    /// A handle on the semaphore named `name` whose permits expire (Redisson's
+    /// `getPermitExpirableSemaphore(name)`): permits with ids and leases, shared with Java
+    /// services. Sends nothing until used.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let jobs = client.permit_semaphore("jobs:export");
+    /// let permit = jobs.acquire(redisson_lock::Lease::Watchdog).await?;
+    /// # drop(permit); Ok(()) }
+    /// ```
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> crate::PermitExpirableSemaphore {
+        crate::PermitExpirableSemaphore::new(self.lock(name))
+    }
+
     /// A handle on the count-down latch named `name` (Redisson's `getCountDownLatch(name)`):
     /// a count shared with Java services, waited on until it reaches zero. Sends nothing until
     /// used.

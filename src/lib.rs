@@ -47,6 +47,7 @@ pub use kinds::guard::LockGuard;
 pub use kinds::latch::CountDownLatch;
 pub use kinds::lock::Lock;
 pub use kinds::multi::{MultiGuard, MultiLock};
+pub use kinds::permit::{Permit, PermitExpirableSemaphore};
 pub use kinds::read_write::ReadWriteLock;
 pub use kinds::red_lock::{RedGuard, RedLock};
 pub use kinds::semaphore::{Semaphore, SemaphorePermits};

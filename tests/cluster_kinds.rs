@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use redisson_lock::{names, Error, LockClient, MultiLock, Owner};
+use redisson_lock::{names, Error, Lease, LockClient, MultiLock, Owner};
 use support::cluster::{self, key_on_master, RedisCluster};
 use support::{eventually, server_info};
 
@@ -217,6 +217,67 @@ async fn semaphores_count_and_wake_waiters_at_each_keys_master() {
         assert_eq!(count, "0", "{name}: the count sits at the key's master");
     }
     let err = holder.semaphore("bad{").try_acquire(1).await.unwrap_err();
+    assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
+    holder.shutdown().await;
+    waiters.shutdown().await;
+}
+
+/// Permits with ids on every master: the watchdog renews one of each master's (its renewal
+/// calls carry keys of several slots to each master) past two watchdog timeouts with none
+/// lost; a release wakes another client's waiter by its message at the key's master; the
+/// permit list sits beside the count at that master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiring_permits_renew_and_wake_waiters_at_each_keys_master() {
+    let _steady = RedisCluster::steady().await;
+    let (holder, waiters) = (client().await, client().await);
+    let prompt = Duration::from_secs(5);
+    let mut held = Vec::new();
+    for master in 0..3 {
+        for i in 0..3 {
+            let name = key_on_master(&format!("permits-{i}"), master);
+            let jobs = holder.permit_semaphore(&name);
+            assert!(jobs.try_set_permits(1).await.unwrap());
+            held.push((name, jobs.acquire(Lease::Watchdog).await.unwrap()));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    for (name, permit) in &held {
+        assert!(!permit.is_lost(), "{name}: kept by the watchdog");
+        let timeouts = format!("{{{name}}}:timeout");
+        let listed: i64 = cluster::get()
+            .master_of(name)
+            .cmd(&["ZCARD", &timeouts])
+            .unwrap();
+        assert_eq!(listed, 1, "{name}: listed at the key's master");
+    }
+    for (name, permit) in held {
+        let jobs = waiters.permit_semaphore(&name);
+        let waiter = tokio::spawn(async move {
+            let permit = jobs.acquire(Lease::Watchdog).await.unwrap();
+            (tokio::time::Instant::now(), permit.forget())
+        });
+        let channel = names::semaphore_channel(&name);
+        let sharded = server_info().sharded_pubsub;
+        assert!(
+            eventually(prompt, || cluster::get()
+                .listeners(&name, &channel, sharded)
+                >= 1)
+            .await,
+            "{name}: the waiter never subscribed"
+        );
+        let released = tokio::time::Instant::now();
+        permit.release().await.unwrap();
+        let (at, id) = tokio::time::timeout(prompt, waiter).await.unwrap().unwrap();
+        assert_eq!(id.len(), 32);
+        let after = at - released;
+        assert!(
+            after < Duration::from_millis(600),
+            "{name}: woken {after:?} after"
+        );
+    }
+    let bad = holder.permit_semaphore("bad{");
+    let err = bad.try_acquire(redisson_lock::Wait::Never, Lease::Watchdog);
+    let err = err.await.unwrap_err();
     assert!(matches!(err, Error::CrossSlot { .. }), "{err:?}");
     holder.shutdown().await;
     waiters.shutdown().await;

@@ -4,6 +4,12 @@
 //!   adds or drains, the other sees), and wake-ups by the release's message in both
 //!   directions: a Java release wakes a Rust waiter for as many permits as it frees, and a Rust
 //!   release (or a dropped Rust guard) wakes a Java waiter, which has no timer to fall back on.
+//! - Semaphore with expiring permits (`RPermitExpirableSemaphore`): one count and one list of
+//!   permits for both sides (each side's ids release and update on the other: same 16 bytes,
+//!   same hex), a release on either side wakes a waiter on the other by its message, a
+//!   permit given back behind a Rust holder's back (a Java `tryRelease` of its id) is told as
+//!   lost, and a permit whose holder went quiet comes back at its expiry for a waiter on the
+//!   other side (expiry scores in one clock: same machine).
 //! - Count-down latch (`RCountDownLatch`): one count for both sides, and the count-down that
 //!   opens it wakes the other side's waiters, in both directions.
 
@@ -28,6 +34,9 @@ support::java::scenarios!(
     java_and_rust_share_one_semaphore_count,
     a_java_release_wakes_a_rust_waiter_for_the_permits_it_frees,
     a_rust_release_wakes_a_java_waiter,
+    java_and_rust_share_one_permit_semaphore,
+    permit_releases_wake_waiters_across_sides,
+    an_expired_permit_comes_back_across_sides,
     java_and_rust_count_one_latch_down,
     a_java_count_down_opens_the_latch_for_rust_waiters,
     a_rust_count_down_opens_the_latch_for_a_java_waiter,
@@ -299,4 +308,199 @@ async fn a_rust_count_down_opens_the_latch_for_a_java_waiter(jar: &Path) {
         "Java's 30 s wait ended {:?} after the count-down",
         answered - counted
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Semaphore with expiring permits.
+
+/// The permits listed in `{name}:timeout`, as hex ids.
+fn permit_ids(server: &RedisServer, name: &str) -> Vec<String> {
+    let ids: Vec<Vec<u8>> = server.cmd(&["ZRANGE", &format!("{{{name}}}:timeout"), "0", "-1"]);
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    ids.iter().map(|id| hex(id)).collect()
+}
+
+async fn java_and_rust_share_one_permit_semaphore(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    let name = "shared-permits";
+    let jobs = rust.permit_semaphore(name);
+    let perm = |op: &'static str, extra: Value| java.call(op, name, "t", extra);
+
+    assert_eq!(
+        perm("permTrySetPermits", json!({ "permits": 3 }))
+            .await
+            .unwrap(),
+        json!(true)
+    );
+    assert!(!jobs.try_set_permits(9).await.unwrap(), "Java set it");
+    assert_eq!(jobs.available_permits().await.unwrap(), 3);
+
+    // Each side's ids, as the other reads them.
+    let ours = jobs.acquire(redisson_lock::Lease::Watchdog).await.unwrap();
+    let theirs = perm("permAcquire", json!({ "leaseMs": 60_000 }))
+        .await
+        .unwrap();
+    let theirs = theirs
+        .as_str()
+        .expect("Java answers the permit id")
+        .to_string();
+    let mut listed = permit_ids(&server, name);
+    listed.sort();
+    let mut expected = vec![ours.id().to_string(), theirs.clone()];
+    expected.sort();
+    assert_eq!(listed, expected, "both ids, in Redisson's encoding");
+    assert_eq!(perm("permAcquired", json!({})).await.unwrap(), json!(2));
+    assert_eq!(perm("permAvailable", json!({})).await.unwrap(), json!(1));
+    assert_eq!(jobs.permits().await.unwrap(), 3);
+
+    // Rust updates and gives back Java's permit; Java updates Rust's.
+    assert!(jobs
+        .update_lease_time(&theirs, Some(Duration::from_secs(90)))
+        .await
+        .unwrap());
+    assert!(jobs.try_release(&theirs).await.unwrap());
+    let again = perm("permTryRelease", json!({ "permit": theirs }))
+        .await
+        .unwrap();
+    assert_eq!(again, json!(false), "given back once");
+    let updated = perm(
+        "permUpdateLease",
+        json!({ "permit": ours.id(), "leaseMs": 60_000 }),
+    );
+    assert_eq!(updated.await.unwrap(), json!(true));
+
+    // Java's setPermits and addPermits, Rust's counts.
+    perm("permSetPermits", json!({ "permits": 5 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        jobs.available_permits().await.unwrap(),
+        4,
+        "5 in all, 1 taken"
+    );
+    perm("permAddPermits", json!({ "permits": 2 }))
+        .await
+        .unwrap();
+    assert_eq!(jobs.permits().await.unwrap(), 7);
+    assert_eq!(jobs.add_permits(-2).await.unwrap(), 4);
+    assert_eq!(perm("permPermits", json!({})).await.unwrap(), json!(5));
+
+    // Java gives back the Rust holder's permit behind its back: told as lost.
+    let released = perm("permTryRelease", json!({ "permit": ours.id() }))
+        .await
+        .unwrap();
+    assert_eq!(released, json!(true));
+    timeout(Duration::from_millis(WATCHDOG_MS), ours.lost())
+        .await
+        .expect("the renewal found the permit gone and said so");
+    assert!(permit_ids(&server, name).is_empty());
+    assert_eq!(jobs.available_permits().await.unwrap(), 5);
+}
+
+async fn permit_releases_wake_waiters_across_sides(jar: &Path) {
+    let Setup { java, rust, server } = setup(jar).await;
+    let name = "permit-wakes";
+    let jobs = rust.permit_semaphore(name);
+    jobs.try_set_permits(1).await.unwrap();
+    let perm =
+        |op: &'static str, thread: &'static str, extra: Value| java.call(op, name, thread, extra);
+
+    // Java holds the one permit (no lease: no expiry to wake at); its release wakes Rust.
+    let theirs = perm("permAcquire", "t", json!({})).await.unwrap();
+    let waiter = tokio::spawn({
+        let jobs = jobs.clone();
+        async move {
+            let permit = jobs.acquire(redisson_lock::Lease::Watchdog).await.unwrap();
+            (Instant::now(), permit)
+        }
+    });
+    server.until_subscribers(&semaphore_channel(name), 1).await;
+    let released = Instant::now();
+    perm("permRelease", "t", json!({ "permit": theirs }))
+        .await
+        .unwrap();
+    let (acquired, ours) = timeout(PROMPT, waiter).await.unwrap().unwrap();
+    assert!(
+        acquired - released < BY_MESSAGE,
+        "woken by Java's release message, {:?} after it",
+        acquired - released
+    );
+
+    // Rust holds it (a long fixed lease: Java's expiry hint is a minute away); a dropped
+    // Rust guard wakes the Java waiter by its message.
+    drop(ours);
+    let ours = jobs
+        .acquire(redisson_lock::Lease::Fixed(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let before = script_calls(&server);
+    let java_waits = perm("permTryAcquire", "w", json!({ "waitMs": 5_000 }));
+    let freed = async {
+        until_java_waits(&java, &server, &semaphore_channel(name), before).await;
+        let freed = Instant::now();
+        drop(ours);
+        freed
+    };
+    let (acquired, freed) = timeout(PROMPT, async { tokio::join!(java_waits, freed) })
+        .await
+        .unwrap();
+    let id = acquired.unwrap();
+    assert!(id.is_string(), "Java took the permit: {id}");
+    assert!(
+        freed.elapsed() < Duration::from_secs(2),
+        "by the message, not the minute"
+    );
+    assert_eq!(
+        permit_ids(&server, name),
+        vec![id.as_str().unwrap().to_string()]
+    );
+}
+
+async fn an_expired_permit_comes_back_across_sides(jar: &Path) {
+    let Setup {
+        java,
+        rust,
+        server: _server,
+    } = setup(jar).await;
+    let name = "permit-expires";
+    let jobs = rust.permit_semaphore(name);
+    jobs.try_set_permits(1).await.unwrap();
+    let lease = Duration::from_millis(500);
+    let perm = |op: &'static str, extra: Value| java.call(op, name, "t", extra);
+
+    // A Java holder's leased permit (nothing renews it, nothing publishes its end): a Rust
+    // waiter takes it at its expiry, by the acquire's hint.
+    perm(
+        "permAcquire",
+        json!({ "leaseMs": lease.as_millis() as u64 }),
+    )
+    .await
+    .unwrap();
+    let taken = Instant::now();
+    let ours = jobs
+        .try_acquire(
+            redisson_lock::Wait::AtMost(PROMPT),
+            redisson_lock::Lease::Watchdog,
+        )
+        .await
+        .unwrap()
+        .expect("Java's expired permit came back");
+    let waited = taken.elapsed();
+    assert!(waited >= lease - Duration::from_millis(100), "{waited:?}");
+    assert!(waited < lease + Duration::from_millis(700), "{waited:?}");
+
+    // A Rust holder gone quiet: a Java waiter takes its permit at its expiry.
+    ours.release().await.unwrap();
+    jobs.acquire(redisson_lock::Lease::Fixed(lease))
+        .await
+        .unwrap()
+        .forget();
+    let taken = Instant::now();
+    let id = perm("permTryAcquire", json!({ "waitMs": 5_000 }))
+        .await
+        .unwrap();
+    assert!(id.is_string(), "Java took the expired permit: {id}");
+    let waited = taken.elapsed();
+    assert!(waited >= lease - Duration::from_millis(100), "{waited:?}");
+    assert!(waited < lease + Duration::from_millis(700), "{waited:?}");
 }

@@ -25,6 +25,7 @@
 mod fenced;
 mod latch;
 mod multi;
+mod permit;
 mod read_write;
 mod semaphore;
 
@@ -37,6 +38,7 @@ use crate::{Config, Lease, Owner, Result, Wait};
 pub use fenced::{FencedGuard, FencedLock};
 pub use latch::CountDownLatch;
 pub use multi::{MultiGuard, MultiLock, RedGuard, RedLock};
+pub use permit::{Permit, PermitExpirableSemaphore};
 pub use read_write::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermits};
 
@@ -126,6 +128,21 @@ impl LockClient {
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
             inner: self.inner.semaphore(name),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// A handle on the semaphore named `name` whose permits expire (see
+    /// [`crate::LockClient::permit_semaphore`]).
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let permit = client.permit_semaphore("jobs").acquire(redisson_lock::Lease::Watchdog)?;
+    /// # drop(permit); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    pub fn permit_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            inner: self.inner.permit_semaphore(name),
             runtime: self.runtime.clone(),
         }
     }

@@ -160,6 +160,16 @@ impl LockGuard {
     }
 }
 
+impl LockGuard {
+    /// Gives up the guard and keeps the hold in Redis: out of the client's registry (nothing
+    /// renews it), the release it would send dropped unsent.
+    pub(crate) fn forget(mut self) {
+        if let Some(hold) = self.hold.take() {
+            drop(hold.surrender());
+        }
+    }
+}
+
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {

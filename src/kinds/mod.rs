@@ -9,6 +9,7 @@ pub(crate) mod guard;
 pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod multi;
+pub(crate) mod permit;
 pub(crate) mod read_write;
 pub(crate) mod red_lock;
 pub(crate) mod semaphore;

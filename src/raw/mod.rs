@@ -18,6 +18,7 @@
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod latch;
+pub(crate) mod permit;
 pub(crate) mod protocol;
 pub(crate) mod read_write;
 pub(crate) mod rlock;

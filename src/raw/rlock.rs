@@ -106,7 +106,7 @@ pub(crate) fn acquire(
 
 /// An acquire's outcome given whether its write was acknowledged: a hold no replica has is
 /// [`Attempt::Unsynced`].
-fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
+pub(super) fn synced_attempt(attempt: Attempt, synced: Synced) -> RedisResult<Attempt> {
     Ok(match (attempt, synced) {
         (Attempt::Acquired { .. }, Synced::No { replicas }) => {
             crate::observe::replica_ack_missing("acquire", replicas);

@@ -43,7 +43,7 @@ fn acquire_cmd(args: AcquireArgs<'_>) -> Cmd {
 
 /// How waiters read the semaphore's channel: the permits available after a release or a
 /// change, waking up to that many (none if the count is not above zero).
-fn permits_message(payload: &[u8]) -> Wake {
+pub(super) fn permits_message(payload: &[u8]) -> Wake {
     let count = std::str::from_utf8(payload)
         .ok()
         .and_then(|text| text.parse::<i64>().ok());

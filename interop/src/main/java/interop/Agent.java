@@ -26,6 +26,7 @@ import org.redisson.RedissonRedLock;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RPermitExpirableSemaphore;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -236,6 +237,9 @@ public final class Agent {
         if (op.startsWith("sem")) {
             return runSemaphore(op, cmd);
         }
+        if (op.startsWith("perm")) {
+            return runPermits(op, cmd);
+        }
         if (op.startsWith("latch")) {
             return runLatch(op, cmd);
         }
@@ -362,6 +366,47 @@ public final class Agent {
                 return sem.availablePermits();
             case "semDrain":
                 return sem.drainPermits();
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /**
+     * The RPermitExpirableSemaphore named "lock": "leaseMs" (absent: no lease) for acquires,
+     * "permit" (its id) for the ops on one permit, "permits" for the counts; acquires answer the permit id.
+     */
+    private static Object runPermits(String op, Map<String, Object> cmd) throws Exception {
+        RPermitExpirableSemaphore sem = client.getPermitExpirableSemaphore(str(cmd, "lock"));
+        int permits = cmd.get("permits") == null ? 1 : (int) num(cmd, "permits");
+        boolean leased = cmd.get("leaseMs") != null;
+        switch (op) {
+            case "permTrySetPermits":
+                return sem.trySetPermits(permits);
+            case "permSetPermits":
+                sem.setPermits(permits);
+                return NO_RESULT;
+            case "permAddPermits":
+                sem.addPermits(permits);
+                return NO_RESULT;
+            case "permAcquire":
+                return leased ? sem.acquire(num(cmd, "leaseMs"), TimeUnit.MILLISECONDS) : sem.acquire();
+            case "permTryAcquire":
+                return leased
+                        ? sem.tryAcquire(num(cmd, "waitMs"), num(cmd, "leaseMs"), TimeUnit.MILLISECONDS)
+                        : sem.tryAcquire(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
+            case "permTryRelease":
+                return sem.tryRelease(str(cmd, "permit"));
+            case "permRelease":
+                sem.release(str(cmd, "permit"));
+                return NO_RESULT;
+            case "permUpdateLease":
+                return sem.updateLeaseTime(str(cmd, "permit"), num(cmd, "leaseMs"), TimeUnit.MILLISECONDS);
+            case "permAvailable":
+                return sem.availablePermits();
+            case "permAcquired":
+                return sem.acquiredPermits();
+            case "permPermits":
+                return sem.getPermits();
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
         }

@@ -1,0 +1,27 @@
+-- Count the permits of a Redisson RPermitExpirableSemaphore, giving back the expired ones
+-- first as Redisson's availablePermits, acquiredPermits and getPermits do (and publishing the
+-- count when that frees some).
+-- KEYS[1]  semaphore key
+-- KEYS[2]  timeout set, {<key>}:timeout
+-- KEYS[3]  semaphore channel, redisson_sc:{<key>}
+-- ARGV[1]  now, in ms since the epoch
+-- ARGV[2]  publish command, "publish" or "spublish"
+-- Reply:   array {available, taken}: available is 0 for an absent key.
+--          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+local value = redis.call('get', KEYS[1])
+local available = 0
+if value then
+    available = tonumber(value)
+    if available == nil then
+        return redis.error_reply('NOT_A_COUNT the key does not hold a count')
+    end
+end
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1])
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    available = redis.call('incrby', KEYS[1], #expired)
+    if available > 0 then
+        redis.call(ARGV[2], KEYS[3], available)
+    end
+end
+return {available, redis.call('zcard', KEYS[2])}
