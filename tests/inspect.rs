@@ -182,3 +182,67 @@ async fn a_holder_listening_for_its_loss_is_not_counted_as_a_waiter() {
     holder.shutdown().await;
     waiter.shutdown().await;
 }
+
+/// The synchronizers' layouts: a bare count (a semaphore's permits, a latch's count) and a
+/// semaphore with expiring permits, whose permits are listed with their expiries; the
+/// waiters of each counted on its channels; a scan lists the semaphore with expiring permits
+/// (its layout tells it apart) and not a bare count (any integer string).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_recognises_semaphores_and_latches_and_counts_their_waiters() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let waiters = server.client().await;
+
+    let pool = client.semaphore("sync:pool");
+    pool.try_set_permits(0).await.unwrap();
+    let waiting = tokio::spawn(async move { waiters.semaphore("sync:pool").acquire(1).await });
+    server.until_subscribers("redisson_sc:{sync:pool}", 1).await;
+    let info = client.inspect("sync:pool").await.unwrap();
+    assert_eq!(info.state, LockState::Count);
+    assert_eq!(info.kind, Some(LockKind::Count));
+    assert_eq!(info.count, Some(0));
+    assert_eq!(info.waiters, Some(1), "the semaphore's waiter");
+    assert!(info.permits.is_empty() && info.permits_taken.is_none());
+    pool.release(1).await.unwrap();
+    waiting.await.unwrap().unwrap().forget();
+
+    let gate = client.count_down_latch("sync:gate");
+    gate.try_set_count(2).await.unwrap();
+    let info = client.inspect("sync:gate").await.unwrap();
+    assert_eq!((info.state, info.count), (LockState::Count, Some(2)));
+
+    let jobs = client.permit_semaphore("sync:jobs");
+    jobs.try_set_permits(3).await.unwrap();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let leased = jobs
+        .acquire(redisson_lock::Lease::Fixed(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let info = client.inspect("sync:jobs").await.unwrap();
+    assert_eq!(info.state, LockState::Count);
+    assert_eq!(info.kind, Some(LockKind::PermitSemaphore));
+    assert_eq!((info.count, info.permits_taken), (Some(2), Some(1)));
+    assert_eq!(info.permits.len(), 1);
+    assert_eq!(info.permits[0].id, leased.id());
+    let expires = info.permits[0].expires_ms.unwrap();
+    assert!(expires >= before + 60_000 && expires < before + 61_000);
+
+    let _: () = server.cmd(&["SET", "sync:not-a-count", "x"]);
+    assert_eq!(
+        client.inspect("sync:not-a-count").await.unwrap().state,
+        LockState::NotALock
+    );
+
+    let mut scan = client.scan("sync:*");
+    let mut seen = Vec::new();
+    while let Some(info) = scan.next().await {
+        seen.push(info.unwrap().name);
+    }
+    seen.dedup();
+    assert_eq!(seen, vec!["sync:jobs".to_string()]);
+    leased.release().await.unwrap();
+    client.shutdown().await;
+}

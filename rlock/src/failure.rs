@@ -11,7 +11,8 @@ pub const USAGE: u8 = 64;
 /// `run`: `--metrics-addr` cannot be listened on (in use, not an address of this machine,
 /// or a privileged port); nothing was locked. Same value as BSD's `EX_UNAVAILABLE`.
 pub const CANNOT_LISTEN: u8 = 69;
-/// `run`: the lock was not acquired within `--wait` (or at once with `--wait 0`).
+/// `run`: the lock (or permit) was not acquired within `--wait` (or at once with `--wait 0`);
+/// `latch await`: the latch was still closed after `--wait`.
 pub const NOT_ACQUIRED: u8 = 73;
 /// `run`: the lock was lost while the command ran (the command was terminated), or was found
 /// lost when releasing it after the command finished.
@@ -27,12 +28,14 @@ pub const NOT_FOUND: u8 = 127;
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0..=255  run: the command's own exit status (128+N if it was killed by signal N)
-  0        status, unlock, demo: success
-  1        other failure (the key is not a lock, confirmation declined, ...)
+  0        status, unlock, permits, latch, demo: success
+  1        other failure (the key is not a lock, confirmation declined, latch set on a
+           latch that has a count, ...)
   64       usage error (bad flag, duration or URL; unlock without --force, or without
            a terminal to confirm on and without --yes)
   69       run: cannot listen on --metrics-addr (nothing was locked)
-  73       run: the lock was not acquired within --wait
+  73       run: the lock (or permit) was not acquired within --wait;
+           latch await: the latch was still closed after --wait
   74       run: the lock was lost while the command ran (the command was terminated)
   75       cannot reach Redis, or Redis answered with an error
   126/127  run: the command could not be executed / was not found

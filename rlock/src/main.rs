@@ -5,6 +5,9 @@
 //! rlock status orders --json                       # who holds it, how long is left
 //! rlock unlock --force orders                      # delete it whoever holds it
 //! rlock top 'orders:*'                             # a live view of the locks
+//! rlock run --kind permit exports --permits 4 -- ./export.sh   # at most 4 at once
+//! rlock permits exports --set 8                    # a semaphore's permits
+//! rlock latch shards:ready await --wait 1m         # a count-down latch
 //! rlock demo                                       # a guided tour on a private redis-server
 //! ```
 //!
@@ -20,6 +23,7 @@ mod process;
 mod prometheus;
 mod run;
 mod status;
+mod sync;
 mod top;
 mod unlock;
 
@@ -140,6 +144,10 @@ enum Command {
         /// fenced lock whose token the command gets as RLOCK_FENCING_TOKEN).
         #[arg(long, value_enum, default_value_t = run::KindArg::Lock)]
         kind: run::KindArg,
+        /// With --kind permit: give the semaphore this many permits first if it does not
+        /// exist yet (without it, a missing semaphore has no permits to take).
+        #[arg(long, value_name = "N")]
+        permits: Option<u32>,
         /// Wait at most this long for the lock (0: give up at once if held) [default: forever]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         wait: Option<Duration>,
@@ -226,6 +234,27 @@ enum Command {
         /// SCAN calls per refresh (at most).
         #[arg(long, default_value_t = 10)]
         pages: usize,
+    },
+    /// Show a semaphore's permits (available, taken), after setting their total with --set.
+    ///
+    /// Works on Redisson's RPermitExpirableSemaphore (`rlock run --kind permit`) and
+    /// RSemaphore: expired permits are given back first, as Redisson's own calls do.
+    Permits {
+        /// Name of the semaphore (the key prefix is added to it).
+        name: String,
+        /// Set the total permits, taken ones included (Redisson's setPermits).
+        #[arg(long, value_name = "N")]
+        set: Option<u32>,
+        /// Print one JSON object: name, available, taken, permits.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait on, count down, set or read a count-down latch (Redisson's RCountDownLatch).
+    Latch {
+        /// Name of the latch (the key prefix is added to it).
+        name: String,
+        #[command(subcommand)]
+        action: sync::LatchAction,
     },
     /// Start a private redis-server and play a short story of locks, as a timeline.
     ///
@@ -330,6 +359,14 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             top::top(config, args, &runtime)
         }
+        Command::Permits { name, set, json } => {
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            sync::permits(config, name, set, json, &runtime)
+        }
+        Command::Latch { name, action } => {
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            sync::latch(config, name, action, &runtime)
+        }
         Command::Unlock { name, force, yes } => {
             let config = config(&cli.global, tls_ca(&cli.global)?)?;
             let args = unlock::UnlockArgs { name, force, yes };
@@ -338,6 +375,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Run {
             name,
             kind,
+            permits,
             wait,
             lease,
             grace,
@@ -348,6 +386,9 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         } => {
             if lease == Some(Duration::ZERO) {
                 return Err(Failure::usage("--lease must be longer than 0"));
+            }
+            if permits.is_some() && kind != run::KindArg::Permit {
+                return Err(Failure::usage("--permits goes with --kind permit"));
             }
             let config = config(&cli.global, tls_ca(&cli.global)?)?
                 .with_hold_warning(warn_after)
@@ -364,6 +405,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 grace,
                 foreground,
                 warn_after,
+                permits,
                 command,
             };
             runtime.block_on(run::run(config, args))

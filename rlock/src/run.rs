@@ -27,6 +27,11 @@ pub enum KindArg {
     Fair,
     /// `RSpinLock` (`getSpinLock(name)`): no pub/sub; waiting polls with a back-off.
     Spin,
+    /// One permit of `RPermitExpirableSemaphore` (`getPermitExpirableSemaphore(name)`): at
+    /// most N of these commands at once across the fleet. The permit is kept alive while the
+    /// command runs (or held for a fixed --lease) and given back when it ends; the command
+    /// gets RLOCK_PERMIT_ID. --permits N gives a semaphore that does not exist yet N permits.
+    Permit,
 }
 
 /// What `rlock run` was asked to do.
@@ -47,6 +52,8 @@ pub struct RunArgs {
     /// Say on stderr (once) when the lock has been held this long; the library's hold warning
     /// (event and metric) is set to it too.
     pub warn_after: Option<Duration>,
+    /// `--kind permit`: the permits to give the semaphore first if it does not exist yet.
+    pub permits: Option<u32>,
     /// The command and its arguments (at least the command).
     pub command: Vec<OsString>,
 }
@@ -86,9 +93,24 @@ async fn hold_and_run(
         KindArg::Fenced => client.lock(name),
         KindArg::Fair => client.fair_lock(name),
         KindArg::Spin => client.spin_lock(name),
+        KindArg::Permit => client.lock(name),
     };
+    let mut permit_id = None;
     let acquire = async {
         match args.kind {
+            // A permit, as a lock guard; its id for the command.
+            KindArg::Permit => {
+                let jobs = client.permit_semaphore(args.name.clone());
+                if let Some(permits) = args.permits {
+                    jobs.try_set_permits(permits).await?;
+                }
+                let permit = jobs.try_acquire(args.wait, args.lease).await?;
+                Ok(permit.map(|p| {
+                    let (guard, id) = p.into_guard();
+                    permit_id = Some(id);
+                    (guard, None)
+                }))
+            }
             // The fenced lock's guard, with its token for the command.
             KindArg::Fenced => (client.fenced_lock(args.name.clone()))
                 .acquire(args.wait, args.lease)
@@ -113,14 +135,17 @@ async fn hold_and_run(
         }
     };
     let Some((guard, token)) = guard else {
-        let wait = args.wait.limit().unwrap_or_default();
+        let wait = format_duration(args.wait.limit().unwrap_or_default());
+        let held = match args.kind {
+            KindArg::Permit => format!(
+                "no permit of `{}` came free (all taken, or the semaphore has none: see --permits)",
+                args.name
+            ),
+            _ => format!("lock `{}` is held by another owner", args.name),
+        };
         return Err(Failure::new(
             failure::NOT_ACQUIRED,
-            format!(
-                "lock `{}` is held by another owner; not acquired within --wait {}",
-                args.name,
-                format_duration(wait)
-            ),
+            format!("{held}; not acquired within --wait {wait}"),
         ));
     };
 
@@ -133,6 +158,9 @@ async fn hold_and_run(
         .env("RLOCK_OWNER_FIELD", guard.owner_field());
     if let Some(token) = token {
         command.env("RLOCK_FENCING_TOKEN", token.to_string());
+    }
+    if let Some(id) = &permit_id {
+        command.env("RLOCK_PERMIT_ID", id);
     }
     if !args.foreground {
         // Its own process group, so that signals reach everything it started.

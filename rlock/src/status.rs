@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use redisson_lock::inspect::{ClientName, LockInfo, LockState, ReplicaSyncState};
+use redisson_lock::inspect::{ClientName, LockInfo, LockKind, LockState, ReplicaSyncState};
 use redisson_lock::names::split_field;
 use serde_json::{json, Value as Json};
 
@@ -36,6 +36,16 @@ pub fn to_json(info: &LockInfo) -> Json {
             })
         })
         .collect();
+    let now = now_ms();
+    let permits: Vec<Json> = (info.permits.iter())
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "expires_ms": p.expires_ms,
+                "lease_left_ms": p.expires_ms.map(|at| (at - now).max(0)),
+            })
+        })
+        .collect();
     json!({
         "name": info.name,
         "key": info.key,
@@ -48,6 +58,9 @@ pub fn to_json(info: &LockInfo) -> Json {
         "waiters": info.waiters,
         "fencing_token": info.fencing_token,
         "queue": queue,
+        "count": info.count,
+        "permits_taken": info.permits_taken,
+        "permits": permits,
         "node": info.node,
         "slot": info.slot,
     })
@@ -96,6 +109,13 @@ pub fn to_text(info: &LockInfo, replica_sync: ReplicaSyncState) -> String {
             writeln!(out, "`{name}`{key_note}: held, {}", kind.describe())
         }
         (LockState::Held, None) => writeln!(out, "`{name}`{key_note}: held"),
+        (LockState::Count, Some(LockKind::PermitSemaphore)) => {
+            writeln!(out, "`{name}`{key_note}: {}", LockKind::PermitSemaphore.describe())
+        }
+        (LockState::Count, _) => writeln!(
+            out,
+            "`{name}`{key_note}: a count: a semaphore's permits or a count-down latch's count (Redisson RSemaphore / RCountDownLatch)"
+        ),
         (LockState::NotALock, _) => writeln!(
             out,
             "`{name}`{key_note}: not a lock (the key holds a {})",
@@ -141,6 +161,31 @@ pub fn to_text(info: &LockInfo, replica_sync: ReplicaSyncState) -> String {
         }
         _ => {}
     }
+    match (info.kind, info.count) {
+        (Some(LockKind::PermitSemaphore), Some(free)) => {
+            let taken = info.permits_taken.unwrap_or(0);
+            let _ = writeln!(out, "  permits  {free} available, {taken} taken");
+            let now = now_ms();
+            for p in &info.permits {
+                let lease = match p.expires_ms {
+                    Some(at) if at > now => format!(
+                        "{} left",
+                        format_duration(Duration::from_millis((at - now) as u64))
+                    ),
+                    Some(_) => "expired (given back by the next call that looks)".to_string(),
+                    None => "no lease (never expires)".to_string(),
+                };
+                let _ = writeln!(out, "  permit   {}  {lease}", p.id);
+            }
+        }
+        (_, Some(count)) => {
+            let _ = writeln!(
+                out,
+                "  count    {count} (a semaphore's permits available, or a latch's count: 0 is open)"
+            );
+        }
+        _ => {}
+    }
     if let Some(n) = info.waiters.filter(|n| *n > 0) {
         let _ = writeln!(out, "  waiting  {n} subscriber(s) of its channel");
     }
@@ -160,4 +205,11 @@ pub fn to_text(info: &LockInfo, replica_sync: ReplicaSyncState) -> String {
         );
     }
     out
+}
+
+/// This machine's clock in ms since the epoch, as permit expiries are written.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -48,6 +48,17 @@ pub fn unlock(
             runtime.block_on(client.shutdown());
             return Ok(0);
         }
+        LockState::Count => {
+            runtime.block_on(client.shutdown());
+            let what = before.kind.map_or("a count", |k| k.describe());
+            return Err(Failure::new(
+                failure::FAILURE,
+                format!(
+                    "`{}` is a {what}, not a lock: releasing a semaphore's permits or counting a latch down is not an unlock; left alone",
+                    args.name
+                ),
+            ));
+        }
         LockState::NotALock => {
             runtime.block_on(client.shutdown());
             return Err(Failure::new(

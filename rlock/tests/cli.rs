@@ -28,6 +28,10 @@ mod redisson;
 // Fencing shown at work: a frozen holder's late write rejected by its token.
 #[path = "cli/fencing.rs"]
 mod fencing;
+// The synchronizers: `run --kind permit`, `permits`, `latch`, and what the lock commands say
+// of them.
+#[path = "cli/synchronizers.rs"]
+mod synchronizers;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

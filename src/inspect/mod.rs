@@ -26,12 +26,15 @@ pub enum LockState {
     Free,
     /// A hash: held by the holders listed.
     Held,
+    /// A string holding an integer: a count of Redisson's synchronizers (a semaphore's
+    /// permits available, a count-down latch's count), not a lock one holds.
+    Count,
     /// The key holds another type of value: not a lock.
     NotALock,
 }
 
 impl LockState {
-    /// `free`, `held` or `not_a_lock`.
+    /// `free`, `held`, `count` or `not_a_lock`.
     ///
     /// ```
     /// assert_eq!(redisson_lock::inspect::LockState::Held.as_str(), "held");
@@ -40,6 +43,7 @@ impl LockState {
         match self {
             LockState::Free => "free",
             LockState::Held => "held",
+            LockState::Count => "count",
             LockState::NotALock => "not_a_lock",
         }
     }
@@ -56,10 +60,15 @@ pub enum LockKind {
     ReadWrite,
     /// `RFairLock`: the same hash as `RLock`, and a queue and deadlines beside it.
     Fair,
+    /// `RSemaphore` or `RCountDownLatch`: a string count (the two layouts are the same; only
+    /// the channel their users listen on differs).
+    Count,
+    /// `RPermitExpirableSemaphore`: a string count, and the permits taken listed beside it.
+    PermitSemaphore,
 }
 
 impl LockKind {
-    /// `lock`, `fenced`, `read_write` or `fair`.
+    /// `lock`, `fenced`, `read_write`, `fair`, `count` or `permit_semaphore`.
     ///
     /// ```
     /// assert_eq!(redisson_lock::inspect::LockKind::ReadWrite.as_str(), "read_write");
@@ -70,6 +79,8 @@ impl LockKind {
             LockKind::Fenced => "fenced",
             LockKind::ReadWrite => "read_write",
             LockKind::Fair => "fair",
+            LockKind::Count => "count",
+            LockKind::PermitSemaphore => "permit_semaphore",
         }
     }
 
@@ -85,6 +96,12 @@ impl LockKind {
             LockKind::Fenced => "fenced lock (Redisson RFencedLock)",
             LockKind::ReadWrite => "read-write lock (Redisson RReadWriteLock)",
             LockKind::Fair => "fair lock (Redisson RFairLock)",
+            LockKind::Count => {
+                "semaphore or count-down latch (Redisson RSemaphore / RCountDownLatch)"
+            }
+            LockKind::PermitSemaphore => {
+                "semaphore with expiring permits (Redisson RPermitExpirableSemaphore)"
+            }
         }
     }
 }
@@ -116,6 +133,16 @@ pub struct Queued {
     pub field: String,
     /// When it gives up its place (epoch ms, from the deadlines), if listed there.
     pub deadline_ms: Option<i64>,
+}
+
+/// One permit taken from a semaphore with expiring permits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermitTaken {
+    /// The permit's id, as Redisson's Java API shows it (32 hex digits).
+    pub id: String,
+    /// When it expires (ms since the epoch, in the acquiring client's clock); `None` for a
+    /// permit taken without a lease (Redisson's `acquire()`: it never expires).
+    pub expires_ms: Option<i64>,
 }
 
 /// What Redis holds under one lock's name: a snapshot, read in one call.
@@ -157,6 +184,13 @@ pub struct LockInfo {
     pub queue: Vec<Queued>,
     /// A fenced lock's last token handed out.
     pub fencing_token: Option<i64>,
+    /// A semaphore's permits available, or a latch's count ([`LockState::Count`]).
+    pub count: Option<i64>,
+    /// A semaphore with expiring permits: the permits taken (at most 64 listed, earliest
+    /// expiry first), and how many there are.
+    pub permits: Vec<PermitTaken>,
+    /// How many permits are taken, where the semaphore lists them.
+    pub permits_taken: Option<u64>,
     /// The master serving the key (`host:port`), on a cluster or through Sentinel.
     pub node: Option<String>,
     /// The key's slot, on a cluster.

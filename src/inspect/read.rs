@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use redis::{Cmd, Pipeline, Value};
 
 use super::clients::{named_clients, ClientName};
-use super::{Holder, LockInfo, LockKind, LockState, Queued, READ_LIMIT};
+use super::{Holder, LockInfo, LockKind, LockState, PermitTaken, Queued, READ_LIMIT};
 use crate::error::{Error, Result};
 use crate::names;
 use crate::transport::write::{is_no_script, is_stale_route, Script, Target};
@@ -108,11 +108,12 @@ fn read_call(key: &str, cluster: bool, with_beside: bool) -> Cmd {
         names::token_key(key),
         names::queue_key(key),
         names::timeout_key(key),
+        names::suffixed(key, "timeout"),
     ];
     let slot = names::cluster_slot(key);
     let together =
         with_beside && (!cluster || beside.iter().all(|k| names::cluster_slot(k) == slot));
-    let mut cmd = INSPECT.evalsha(if together { 4 } else { 1 }, 5, key.len() * 4 + 64);
+    let mut cmd = INSPECT.evalsha(if together { 5 } else { 1 }, 6, key.len() * 5 + 80);
     cmd.arg(key);
     if together {
         cmd.arg(&beside[..]);
@@ -121,19 +122,36 @@ fn read_call(key: &str, cluster: bool, with_beside: bool) -> Cmd {
     cmd
 }
 
-/// The script's reply: `{type, pttl, hlen, fields, token, queue, deadlines}`.
+/// The script's reply: `{type, pttl, hlen, fields, token, queue, deadlines, value, permits,
+/// taken}`.
 fn parse(name: &str, key: &str, reply: Value) -> Result<LockInfo> {
-    type Reply = (
-        String,
-        i64,
-        i64,
-        Vec<(String, String)>,
-        Option<String>,
-        Vec<String>,
-        Vec<(String, f64)>,
-    );
-    let (redis_type, pttl, _hlen, mut fields, token, queued, deadlines): Reply =
-        redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?;
+    let items: Vec<Value> = redis::from_redis_value(reply).map_err(|e| Error::Redis(e.into()))?;
+    let [kind, pttl, hlen, fields, token, queued, deadlines, value, permits, taken] =
+        <[Value; 10]>::try_from(items).map_err(|_| {
+            Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "inspect reply of another length",
+            )))
+        })?;
+    let read = |v: Value| -> std::result::Result<_, redis::RedisError> {
+        Ok(redis::from_redis_value::<(
+            String,
+            i64,
+            i64,
+            Vec<(String, String)>,
+            Option<String>,
+            Vec<String>,
+            Vec<(String, f64)>,
+        )>(v)?)
+    };
+    let lock = Value::Array(vec![kind, pttl, hlen, fields, token, queued, deadlines]);
+    let (redis_type, pttl, _hlen, mut fields, token, queued, deadlines) =
+        read(lock).map_err(Error::Redis)?;
+    let value: Option<Vec<u8>> =
+        redis::from_redis_value(value).map_err(|e| Error::Redis(e.into()))?;
+    let permits: Vec<(Vec<u8>, f64)> =
+        redis::from_redis_value(permits).map_err(|e| Error::Redis(e.into()))?;
+    let taken: u64 = redis::from_redis_value(taken).map_err(|e| Error::Redis(e.into()))?;
     fields.sort();
     let mode = (fields.iter())
         .find(|(f, _)| f == "mode")
@@ -173,13 +191,31 @@ fn parse(name: &str, key: &str, reply: Value) -> Result<LockInfo> {
         }
     }
     let fencing_token = token.and_then(|t| t.trim().parse().ok());
+    let count = value
+        .as_deref()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse::<i64>().ok());
     let state = match redis_type.as_str() {
         "none" => LockState::Free,
         "hash" => LockState::Held,
+        "string" if count.is_some() => LockState::Count,
         _ => LockState::NotALock,
+    };
+    let listed = taken > 0;
+    let permits: Vec<PermitTaken> = match state {
+        LockState::Count => permits
+            .into_iter()
+            .map(|(id, score)| PermitTaken {
+                id: id.iter().map(|b| format!("{b:02x}")).collect(),
+                expires_ms: (score < NEVER_EXPIRES).then_some(score as i64),
+            })
+            .collect(),
+        _ => Vec::new(),
     };
     let kind = match state {
         LockState::NotALock => None,
+        LockState::Count if listed => Some(LockKind::PermitSemaphore),
+        LockState::Count => Some(LockKind::Count),
         _ if mode.is_some() => Some(LockKind::ReadWrite),
         _ if !queue.is_empty() => Some(LockKind::Fair),
         _ if fencing_token.is_some() => Some(LockKind::Fenced),
@@ -198,30 +234,47 @@ fn parse(name: &str, key: &str, reply: Value) -> Result<LockInfo> {
         waiters: None,
         queue,
         fencing_token,
+        count: (state == LockState::Count).then_some(count).flatten(),
+        permits_taken: (state == LockState::Count && listed).then_some(taken),
+        permits,
         node: None,
         slot: None,
     })
 }
+
+/// Redisson's score of a permit taken without a lease.
+const NEVER_EXPIRES: f64 = crate::raw::permit::NEVER_EXPIRES as f64;
 
 /// Fills in each lock's waiters: the subscribers of its channel, classic (`NUMSUB`, at every
 /// master on a cluster: a classic subscriber may sit on any node) and sharded
 /// (`SHARDNUMSUB` at `target`, where the server has it), or a fair lock's queue. Left `None`
 /// where refused.
 async fn count_waiters(conn: &mut Connection, target: &Target, infos: &mut [LockInfo]) {
-    let channels: Vec<String> = (infos.iter())
-        .map(|info| match info.kind {
-            Some(LockKind::ReadWrite) => names::rwlock_channel(&info.key),
-            _ => names::lock_channel(&info.key),
-        })
-        .collect();
+    // The channels each lock's waiters listen on, by the lock's index: a count's may be a
+    // semaphore's or a latch's (the layouts are the same).
+    let mut channels: Vec<(usize, String)> = Vec::with_capacity(infos.len());
+    for (i, info) in infos.iter().enumerate() {
+        match info.kind {
+            Some(LockKind::ReadWrite) => channels.push((i, names::rwlock_channel(&info.key))),
+            Some(LockKind::PermitSemaphore) => {
+                channels.push((i, names::semaphore_channel(&info.key)))
+            }
+            Some(LockKind::Count) => {
+                channels.push((i, names::semaphore_channel(&info.key)));
+                channels.push((i, names::latch_channel(&info.key)));
+            }
+            _ => channels.push((i, names::lock_channel(&info.key))),
+        }
+    }
+    let names: Vec<&str> = channels.iter().map(|(_, c)| c.as_str()).collect();
     let mut counted: Option<Vec<u64>> = None;
     let mut add = |reply: Value| {
         let Ok(pairs) = redis::from_redis_value::<Vec<(String, u64)>>(reply) else {
             return;
         };
-        let sums = counted.get_or_insert_with(|| vec![0; channels.len()]);
-        for (sum, (_, n)) in sums.iter_mut().zip(pairs) {
-            *sum += n;
+        let sums = counted.get_or_insert_with(|| vec![0; infos.len()]);
+        for ((i, _), (_, n)) in channels.iter().zip(pairs) {
+            sums[*i] += n;
         }
     };
     let classic_at = match conn.is_cluster() {
@@ -230,13 +283,13 @@ async fn count_waiters(conn: &mut Connection, target: &Target, infos: &mut [Lock
     };
     for node in classic_at {
         let mut numsub = redis::cmd("PUBSUB");
-        numsub.arg("NUMSUB").arg(&channels);
+        numsub.arg("NUMSUB").arg(&names);
         if let Ok(reply) = conn.send_to_node(&node, &numsub).await {
             add(reply);
         }
     }
     let mut shardnumsub = redis::cmd("PUBSUB");
-    shardnumsub.arg("SHARDNUMSUB").arg(&channels);
+    shardnumsub.arg("SHARDNUMSUB").arg(&names);
     if let Ok(reply) = conn.send_to_node(target, &shardnumsub).await {
         add(reply);
     }

@@ -4,7 +4,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::clients::ClientName;
 use super::read::{client_names, read_page};
-use super::{LockInfo, LockState};
+use super::{LockInfo, LockKind, LockState};
 use crate::error::{Error, Result};
 use crate::transport::write::Target;
 use crate::transport::Connection;
@@ -12,8 +12,10 @@ use crate::transport::Connection;
 /// The held locks whose names match a pattern, from
 /// [`LockClient::scan`](crate::LockClient::scan): `SCAN ... COUNT n TYPE hash` on each
 /// master in turn (never `KEYS`), each page's locks read in one write. Hashes that are not
-/// locks are skipped. A lock created or freed while the scan runs may or may not be seen,
-/// as with `SCAN` itself.
+/// locks are skipped. Then, in a second pass, the semaphores with expiring permits, found by
+/// their permit lists (`SCAN MATCH {pattern}:timeout TYPE zset`; a name with braces of its
+/// own is not found so, nor is a bare count: `inspect` those by name). A lock created or
+/// freed while the scan runs may or may not be seen, as with `SCAN` itself.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
@@ -110,18 +112,30 @@ impl Scan {
     ///
     /// Not cancel safe, as [`Scan::next`].
     pub async fn next_page(&mut self) -> Option<Result<Vec<LockInfo>>> {
-        let target = self.nodes.get(self.node)?.clone();
+        // Two passes over the masters: the locks' hashes, then the permit lists of the
+        // semaphores with expiring permits (`{key}:timeout` zsets: their count is a bare
+        // string, which a scan cannot tell from any other).
+        let masters = self.nodes.len();
+        if self.node >= 2 * masters {
+            return None;
+        }
+        let target = self.nodes[self.node % masters].clone();
+        let permits = self.node >= masters;
         if self.clients.is_none() {
             self.clients = Some(client_names(&self.conn).await);
         }
         let mut scan = redis::cmd("SCAN");
+        let (pattern, kind) = match permits {
+            false => (self.key_pattern.clone(), "hash"),
+            true => (format!("{{{}}}:timeout", self.key_pattern), "zset"),
+        };
         (scan.arg(self.cursor.unwrap_or(0)))
             .arg("MATCH")
-            .arg(&self.key_pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(self.count)
             .arg("TYPE")
-            .arg("hash");
+            .arg(kind);
         let reply = self.conn.send_to_node(&target, &scan).await;
         let (cursor, keys): (u64, Vec<String>) =
             match reply.and_then(|r| Ok(redis::from_redis_value(r)?)) {
@@ -134,6 +148,14 @@ impl Scan {
             self.cursor = Some(cursor);
         }
         let locks: Vec<(String, String)> = (keys.into_iter())
+            .filter_map(|key| match permits {
+                false => Some(key),
+                true => Some(
+                    key.strip_prefix('{')?
+                        .strip_suffix("}:timeout")?
+                        .to_string(),
+                ),
+            })
             .filter_map(|key| Some((key.strip_prefix(&self.prefix)?.to_string(), key)))
             .collect();
         self.keys_read += locks.len() as u64;
@@ -146,11 +168,19 @@ impl Scan {
     }
 }
 
-/// A held hash laid out as a lock: a `mode` field, or every field an owner's.
+/// A held hash laid out as a lock (a `mode` field, or every field an owner's), or a
+/// semaphore with expiring permits (a count with its permits listed beside it). A bare count
+/// (an `RSemaphore`, an `RCountDownLatch`) is any integer string to a scan, so it is left out:
+/// `inspect` it by name.
 fn is_lock(info: &LockInfo) -> bool {
-    info.state == LockState::Held
-        && (info.mode.is_some()
-            || (!info.holders.is_empty() && info.holders.iter().all(|h| h.client_id.is_some())))
+    match info.state {
+        LockState::Held => {
+            info.mode.is_some()
+                || (!info.holders.is_empty() && info.holders.iter().all(|h| h.client_id.is_some()))
+        }
+        LockState::Count => info.kind == Some(LockKind::PermitSemaphore),
+        _ => false,
+    }
 }
 
 /// `s` with glob's special characters escaped, to match itself in `SCAN MATCH`.

@@ -483,6 +483,22 @@ impl Permit {
         guard.unlock().await
     }
 
+    /// The guard as a plain [`LockGuard`] (its lost signal, its release), for code written
+    /// for locks; the id is returned beside it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let permit = client.permit_semaphore("jobs").acquire(redisson_lock::Lease::Watchdog).await?;
+    /// let (guard, id) = permit.into_guard();
+    /// println!("permit {id}");
+    /// guard.unlock().await?; // gives the permit back
+    /// # Ok(()) }
+    /// ```
+    pub fn into_guard(mut self) -> (LockGuard, String) {
+        let guard = self.guard.take().expect("a Permit holds until consumed");
+        (guard, std::mem::take(&mut self.id))
+    }
+
     /// Keeps the permit taken and gives up the guard: nothing renews it any more, so it stays
     /// taken until its lease ends (the watchdog's timeout, or the fixed lease) or someone
     /// releases its id. Returns the id.

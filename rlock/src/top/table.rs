@@ -42,14 +42,23 @@ impl<'a> Row<'a> {
     pub fn new(info: &'a LockInfo, age: Duration) -> Row<'a> {
         let lease_left = (info.lease_left_ms)
             .filter(|ms| *ms >= 0)
-            .map(|ms| Duration::from_millis(ms as u64).saturating_sub(age));
+            .map(|ms| Duration::from_millis(ms as u64).saturating_sub(age))
+            // A semaphore's permits: the earliest expiry (absolute, in the clock of the
+            // client that took it), from this clock.
+            .or_else(|| {
+                let earliest = info.permits.iter().filter_map(|p| p.expires_ms).min()?;
+                let now = crate::status::now_ms();
+                Some(Duration::from_millis(
+                    earliest.saturating_sub(now).max(0) as u64
+                ))
+            });
         Row { info, lease_left }
     }
 
     /// The cells: name, kind, holders, lease, waiters, token, node.
     pub fn cells(&self) -> [String; 7] {
         let info = self.info;
-        let holders: Vec<String> = (info.holders.iter())
+        let mut holders: Vec<String> = (info.holders.iter())
             .map(|h| {
                 let who = match (&h.client, &h.client_id) {
                     (Some(c), _) => format!("{}@{}:{}", c.service, c.host, c.pid),
@@ -65,6 +74,11 @@ impl<'a> Row<'a> {
                 format!("{mode}{who}{owner}{holds}")
             })
             .collect();
+        if let (Some(taken), Some(free)) = (info.permits_taken, info.count) {
+            holders.push(format!("{taken} permit(s) taken, {free} free"));
+        } else if let Some(count) = info.count {
+            holders.push(format!("count {count}"));
+        }
         let lease = match (self.lease_left, info.lease_left_ms) {
             (Some(left), _) => format_duration(Duration::from_millis(left.as_millis() as u64)),
             (None, Some(-1)) => "no TTL".to_string(),
