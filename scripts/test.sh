@@ -51,7 +51,7 @@ CLIENT_ONLY=(chaos faults metrics spans send_sync)
 # servers. Redis 7.4 and Valkey 8.1 would repeat 7.0's interop. Through Sentinel the master is
 # a standalone server, whose differences `interop` covers on those servers, so
 # `interop_sentinel` (the longest: failovers) runs on the default only.
-INTEROP=(interop interop_cluster interop_kinds interop_sentinel interop_synchronizers)
+INTEROP=(interop interop_cluster interop_kinds interop_sentinel interop_synchronizers interop_events)
 INTEROP_SERVERS=(redis-6.2 valkey-9.1)
 DEFAULT_ONLY=("${CLIENT_ONLY[@]}" interop_sentinel)
 in_list() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }

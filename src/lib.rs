@@ -42,6 +42,7 @@ pub use config::{Config, PublishMode};
 pub use engine::registry::{Lease, LostReason};
 pub use error::{Error, Result};
 pub use kinds::acquire::Wait;
+pub use kinds::events::{EventSources, LockEvent, LockEvents};
 pub use kinds::fenced::{FencedGuard, FencedLock};
 pub use kinds::guard::LockGuard;
 pub use kinds::latch::CountDownLatch;

@@ -8,6 +8,7 @@
 //! rlock run --kind permit exports --permits 4 -- ./export.sh   # at most 4 at once
 //! rlock permits exports --set 8                    # a semaphore's permits
 //! rlock latch shards:ready await --wait 1m         # a count-down latch
+//! rlock watch orders --json                        # its releases and expiries, as they happen
 //! rlock demo                                       # a guided tour on a private redis-server
 //! ```
 //!
@@ -26,6 +27,7 @@ mod status;
 mod sync;
 mod top;
 mod unlock;
+mod watch;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -235,6 +237,19 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         pages: usize,
     },
+    /// Print a lock's events as they happen (released, expired, resubscribed), until
+    /// interrupted.
+    ///
+    /// Unlocks are told by their message on the lock's channel; other deletions (a DEL) and
+    /// expiries only where the server's notify-keyspace-events holds Egx (said on stderr at
+    /// the start). `resubscribed`: the connection came back, an event may have been missed.
+    Watch {
+        /// Name of the lock (the key prefix is added to it).
+        name: String,
+        /// One JSON object a line: name, event, at_ms.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a semaphore's permits (available, taken), after setting their total with --set.
     ///
     /// Works on Redisson's RPermitExpirableSemaphore (`rlock run --kind permit`) and
@@ -358,6 +373,10 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 pages,
             };
             top::top(config, args, &runtime)
+        }
+        Command::Watch { name, json } => {
+            let config = config(&cli.global, tls_ca(&cli.global)?)?;
+            runtime.block_on(watch::watch(config, name, json))
         }
         Command::Permits { name, set, json } => {
             let config = config(&cli.global, tls_ca(&cli.global)?)?;

@@ -152,6 +152,11 @@ impl Engine {
         self.core.send_on(&self.jobs, job);
     }
 
+    /// Cancelled when the client shuts down: the end of every task the client started.
+    pub(crate) fn tasks(&self) -> &CancellationToken {
+        &self.tasks
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             Err(Error::Shutdown)

@@ -293,6 +293,40 @@ impl Lock {
         }
     }
 
+    /// The lock's events, for a service that does not hold it (Redisson's
+    /// `addListener(DeletedObjectListener / ExpiredObjectListener)`, 3.43+): released,
+    /// expired, and resubscribed (an event may have been missed). Subscribed before this
+    /// returns, so nothing after it is missed. What is told depends on the server: see
+    /// [`LockEvents`](crate::LockEvents) and [`EventSources`](crate::EventSources); with
+    /// `notify-keyspace-events` holding `Egx` (what Redisson's listeners need) every release,
+    /// hand-made `DEL` and expiry is told, and without it the unlocks (their messages).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let mut events = client.lock("orders:42").events().await?;
+    /// if let Some(event) = events.next().await {
+    ///     println!("orders:42 {}", event.as_str());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Connection`] if the key's node cannot be reached or refuses the subscription;
+    /// [`Error::InvalidArgument`] for an empty name; [`Error::Shutdown`].
+    pub async fn events(&self) -> Result<crate::LockEvents> {
+        self.check()?;
+        let protocol = self.protocol();
+        let events = crate::transport::pubsub::key_events::KeyEvents::new(
+            &self.shared.config,
+            protocol.connection().clone(),
+            self.key.to_string(),
+            self.raw.channel(&self.key),
+            protocol.publish_command() == "spublish",
+        )?;
+        let heard = events.start(self.shared.tasks().clone()).await?;
+        Ok(crate::LockEvents::new(heard).await)
+    }
+
     /// Whether any owner holds the lock.
     ///
     /// # Errors

@@ -4,6 +4,7 @@
 //! here as a file of its own, with its scripts under `raw/`.
 
 pub(crate) mod acquire;
+pub(crate) mod events;
 pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod latch;

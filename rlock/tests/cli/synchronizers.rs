@@ -2,7 +2,8 @@
 //! `RPermitExpirableSemaphore` while its command runs (kept alive, given back when it ends,
 //! back for others within the watchdog timeout when rlock is killed), `rlock permits` shows
 //! and sets the permits, `rlock latch` sets, counts down and awaits a count-down latch, and
-//! `status` and `unlock --force` tell a semaphore from a lock.
+//! `status` and `unlock --force` tell a semaphore from a lock; and `rlock watch` prints a
+//! lock's events as they happen.
 
 use std::time::{Duration, Instant};
 
@@ -165,4 +166,42 @@ fn permits_and_a_latch_from_the_shell() {
 
     let (code, _, stderr) = text(&["run", "--permits", "2", "x", "--", "true"]);
     assert_eq!(code, Some(64), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_a_locks_events_as_they_happen() {
+    let server = RedisServer::start();
+    let _: String = server.cmd(&["CONFIG", "SET", "notify-keyspace-events", "Egx"]);
+    let mut cmd = rlock(&server);
+    cmd.args(["watch", "watched", "--json"]);
+    let watching = Running::start(cmd);
+    server
+        .until_subscribers("redisson_lock__channel:{watched}", 1)
+        .await;
+    let client = server.client().await;
+    let lock = client.lock("watched");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let line = tokio::task::spawn_blocking(move || (watching.line(), watching))
+        .await
+        .unwrap();
+    let (line, watching) = line;
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(event["name"], "watched");
+    assert_eq!(event["event"], "released");
+    let _: i64 = server.cmd(&["HSET", "watched", "someone:1", "1"]);
+    let _: i64 = server.cmd(&["PEXPIRE", "watched", "50"]);
+    let (line, watching) = tokio::task::spawn_blocking(move || (watching.line(), watching))
+        .await
+        .unwrap();
+    let event: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(event["event"], "expired");
+
+    let pid = nix::unistd::Pid::from_raw(watching.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let (status, stderr) = tokio::task::spawn_blocking(move || watching.finish())
+        .await
+        .unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("expiries told"), "{stderr}");
+    client.shutdown().await;
 }

@@ -38,6 +38,7 @@ use redis::aio::MultiplexedConnection;
 use crate::config::{Config, PublishMode};
 use crate::transport::{node_info, Connection};
 
+pub(crate) mod key_events;
 mod sharded;
 mod single;
 

@@ -240,6 +240,9 @@ public final class Agent {
         if (op.startsWith("perm")) {
             return runPermits(op, cmd);
         }
+        if (op.startsWith("listen")) {
+            return runListener(op, cmd);
+        }
         if (op.startsWith("latch")) {
             return runLatch(op, cmd);
         }
@@ -407,6 +410,34 @@ public final class Agent {
                 return sem.acquiredPermits();
             case "permPermits":
                 return sem.getPermits();
+            default:
+                throw new IllegalArgumentException("unknown op: " + op);
+        }
+    }
+
+    /** What the listeners of each lock name heard, in order ("deleted", "expired"). */
+    private static final Map<String, java.util.concurrent.LinkedBlockingQueue<String>> HEARD =
+            new ConcurrentHashMap<>();
+
+    /**
+     * Redisson's listeners on the RLock named "lock" (RObject.addListener with a
+     * DeletedObjectListener and an ExpiredObjectListener: keyspace events, PSUBSCRIBE
+     * __keyevent@*:del / :expired): "listenAdd" registers both, "listenNext" answers what they
+     * heard next within "waitMs" (null if nothing).
+     */
+    private static Object runListener(String op, Map<String, Object> cmd) throws Exception {
+        String name = str(cmd, "lock");
+        java.util.concurrent.LinkedBlockingQueue<String> heard =
+                HEARD.computeIfAbsent(name, n -> new java.util.concurrent.LinkedBlockingQueue<>());
+        switch (op) {
+            case "listenAdd": {
+                org.redisson.api.RObject lock = (org.redisson.api.RObject) client.getLock(name);
+                lock.addListener((org.redisson.api.DeletedObjectListener) n -> heard.add("deleted"));
+                lock.addListener((org.redisson.api.ExpiredObjectListener) n -> heard.add("expired"));
+                return NO_RESULT;
+            }
+            case "listenNext":
+                return heard.poll(num(cmd, "waitMs"), TimeUnit.MILLISECONDS);
             default:
                 throw new IllegalArgumentException("unknown op: " + op);
         }
