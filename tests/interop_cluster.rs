@@ -19,6 +19,8 @@ support::java::scenarios!(
     wake_ups_cross_languages_on_every_master,
     wake_ups_cross_languages_after_a_failover_of_the_locks_master,
     lock_writes_wait_for_the_replica_on_both_sides,
+    synchronizers_cross_languages_on_every_master,
+    lock_events_cross_languages_on_every_master,
 );
 
 /// Rust clients and agents of every Redisson version in cluster mode (watchdog 1.5 s), and
@@ -280,6 +282,159 @@ async fn lock_writes_wait_for_the_replica_on_both_sides(jar: &Path) {
         "one WAIT behind the acquire, one behind the unlock"
     );
     assert_eq!(java, rust, "as many as Redisson sends");
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
+
+/// The synchronizers at each master: a Java release wakes a Rust semaphore waiter, a Rust
+/// release wakes a Java one, each side releases the other's expiring permit by id, and a
+/// Java count-down opens a Rust latch waiter.
+async fn synchronizers_cross_languages_on_every_master(jar: &Path) {
+    let _steady = RedisCluster::steady().await;
+    let s = setup(jar).await;
+    let version = s.java.version().replace('.', "_");
+    let prompt = Duration::from_secs(5);
+    for master in 0..3 {
+        let name = key_on_master(&format!("xsem-{version}"), master);
+        let pool = s.rust.semaphore(&name);
+        pool.try_set_permits(0).await.unwrap();
+        let waiter = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.acquire(1).await.unwrap().forget() }
+        });
+        let channel = names::semaphore_channel(&name);
+        let sharded = server_info().sharded_pubsub;
+        assert!(
+            support::eventually(prompt, || cluster::get()
+                .listeners(&name, &channel, sharded)
+                >= 1)
+            .await
+        );
+        let extra = serde_json::json!({ "permits": 1 });
+        let released = std::time::Instant::now();
+        s.java.call("semRelease", &name, "t", extra).await.unwrap();
+        assert_eq!(
+            tokio::time::timeout(prompt, waiter).await.unwrap().unwrap(),
+            1
+        );
+        assert!(
+            released.elapsed() < Duration::from_millis(600),
+            "woken by the message"
+        );
+        // A Java waiter (on a channel of its own) woken by a Rust release.
+        let name = key_on_master(&format!("xsem-java-{version}"), master);
+        let pool = s.rust.semaphore(&name);
+        pool.try_set_permits(0).await.unwrap();
+        let wait = serde_json::json!({ "waitMs": 5000 });
+        let java_waits = s.java.call("semTryAcquire", &name, "w", wait);
+        let freed = async {
+            let channel = names::semaphore_channel(&name);
+            let subscribed = || cluster::get().listeners(&name, &channel, sharded) >= 1;
+            assert!(support::eventually(prompt, subscribed).await, "Java waits");
+            pool.release(1).await.unwrap()
+        };
+        let (took, _) = tokio::join!(java_waits, freed);
+        assert_eq!(took.unwrap(), serde_json::json!(true));
+
+        let name = key_on_master(&format!("xpermit-{version}"), master);
+        let jobs = s.rust.permit_semaphore(&name);
+        jobs.try_set_permits(2).await.unwrap();
+        let ours = jobs.acquire(redisson_lock::Lease::Watchdog).await.unwrap();
+        let theirs = s
+            .java
+            .call("permAcquire", &name, "t", serde_json::json!({}))
+            .await
+            .unwrap();
+        assert!(jobs.try_release(theirs.as_str().unwrap()).await.unwrap());
+        let released = serde_json::json!({ "permit": ours.id() });
+        let released = s
+            .java
+            .call("permTryRelease", &name, "t", released)
+            .await
+            .unwrap();
+        assert_eq!(released, serde_json::json!(true));
+        tokio::time::timeout(prompt, ours.lost())
+            .await
+            .expect("told as lost");
+        assert_eq!(jobs.available_permits().await.unwrap(), 2);
+
+        let name = key_on_master(&format!("xlatch-{version}"), master);
+        let gate = s.rust.count_down_latch(&name);
+        assert!(gate.try_set_count(1).await.unwrap());
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.wait().await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        s.java
+            .call("latchCountDown", &name, "t", serde_json::json!({}))
+            .await
+            .unwrap();
+        tokio::time::timeout(prompt, waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+    s.rust.shutdown().await;
+    s.java.shutdown().await;
+}
+
+/// Lock events at each master (keyspace events are node-local: both sides listen at the
+/// key's master): a Java listener hears a Rust unlock, Rust's events a Java unlock.
+async fn lock_events_cross_languages_on_every_master(jar: &Path) {
+    let _steady = RedisCluster::steady().await;
+    for node in cluster::get().nodes.iter().filter(|n| n.is_running()) {
+        let _: String = node
+            .cmd(&["CONFIG", "SET", "notify-keyspace-events", "Egx"])
+            .unwrap();
+    }
+    let s = setup(jar).await;
+    let version = s.java.version().replace('.', "_");
+    let prompt = Duration::from_secs(5);
+    for master in 0..3 {
+        let name = key_on_master(&format!("xevents-{version}"), master);
+        s.java
+            .call("listenAdd", &name, "listener", serde_json::json!({}))
+            .await
+            .unwrap();
+        let mut events = s.rust.lock(&name).events().await.unwrap();
+        s.rust
+            .lock(&name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        let wait = serde_json::json!({ "waitMs": 5000 });
+        let heard = s
+            .java
+            .call("listenNext", &name, "listener", wait)
+            .await
+            .unwrap();
+        assert_eq!(heard, serde_json::json!("deleted"), "{name}");
+        let told = tokio::time::timeout(prompt, events.next()).await.unwrap();
+        assert_eq!(
+            told,
+            Some(redisson_lock::LockEvent::Released),
+            "{name}: ours"
+        );
+        s.java
+            .call("lock", &name, "t", serde_json::json!({}))
+            .await
+            .unwrap();
+        s.java
+            .call("unlock", &name, "t", serde_json::json!({}))
+            .await
+            .unwrap();
+        let told = tokio::time::timeout(prompt, events.next()).await.unwrap();
+        assert_eq!(
+            told,
+            Some(redisson_lock::LockEvent::Released),
+            "{name}: theirs"
+        );
+    }
     s.rust.shutdown().await;
     s.java.shutdown().await;
 }
