@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use redisson_lock::{FencedLock, Lock, LockClient, LockGuard, Owner};
+use redisson_lock::{
+    FencedLock, Lease, Lock, LockClient, LockGuard, Owner, PermitExpirableSemaphore, Semaphore,
+    SemaphorePermits,
+};
 use tokio::sync::Notify;
 
 use crate::floor::{floor_subscription, FloorLock};
@@ -25,9 +28,19 @@ pub(crate) const P3_KEY: &str = "bench:p3";
 pub(crate) const PLAIN: &str = "crate-plain";
 
 /// The lock kinds besides `RLock` that P1 and P3 also run, one row each (Bench.java's
-/// `kinds` takes the same names). The read lock has no P3 row: readers share, so nothing is
-/// handed off.
-pub(crate) const KINDS: [&str; 5] = ["fenced", "read", "write", "fair", "spin"];
+/// `kinds` takes the same names), and the synchronizers taken as locks: one permit of a
+/// semaphore of one (`semaphore`: `RSemaphore`; `permit`: `RPermitExpirableSemaphore`, kept
+/// by the watchdog here and without a lease in Redisson, which renews none). The read lock
+/// has no P3 row: readers share, so nothing is handed off.
+pub(crate) const KINDS: [&str; 7] = [
+    "fenced",
+    "read",
+    "write",
+    "fair",
+    "spin",
+    "semaphore",
+    "permit",
+];
 
 /// The crate with prompt loss detection off (on by default: each hold kept past 10 ms is
 /// listened for on its lock's channel); P1, P2 and P4 at 10,000 locks run it too, for what
@@ -40,27 +53,41 @@ pub(crate) const UNWATCHED: &str = "crate-nowatch";
 enum Locker {
     Crate(Lock),
     Fenced(FencedLock),
+    Semaphore(Semaphore),
+    Permit(PermitExpirableSemaphore),
     Floor(FloorLock),
 }
 
+/// What a [`Locker`] holds.
+enum Held {
+    Lock(LockGuard),
+    Permits(SemaphorePermits),
+    Floor,
+}
+
 impl Locker {
-    async fn lock(&mut self) -> Option<LockGuard> {
+    async fn lock(&mut self) -> Held {
         match self {
-            Locker::Crate(lock) => Some(lock.lock().await.expect("crate lock")),
-            Locker::Fenced(lock) => Some(lock.lock().await.expect("crate lock").into_guard()),
+            Locker::Crate(lock) => Held::Lock(lock.lock().await.expect("crate lock")),
+            Locker::Fenced(lock) => Held::Lock(lock.lock().await.expect("crate lock").into_guard()),
+            Locker::Semaphore(sem) => Held::Permits(sem.acquire(1).await.expect("crate acquire")),
+            Locker::Permit(sem) => {
+                let permit = sem.acquire(Lease::Watchdog).await.expect("crate acquire");
+                Held::Lock(permit.into_guard().0)
+            }
             Locker::Floor(lock) => {
                 lock.lock().await;
-                None
+                Held::Floor
             }
         }
     }
 
-    async fn unlock(&mut self, guard: Option<LockGuard>) {
-        match self {
-            Locker::Crate(_) | Locker::Fenced(_) => {
-                guard.unwrap().unlock().await.expect("crate unlock")
-            }
-            Locker::Floor(lock) => lock.unlock().await,
+    async fn unlock(&mut self, held: Held) {
+        match (self, held) {
+            (Locker::Floor(lock), _) => lock.unlock().await,
+            (_, Held::Lock(guard)) => guard.unlock().await.expect("crate unlock"),
+            (_, Held::Permits(permits)) => permits.release().await.expect("crate release"),
+            (_, Held::Floor) => unreachable!("only the floor holds nothing"),
         }
     }
 }
@@ -127,6 +154,8 @@ impl Setup {
                 "write" => Locker::Crate(client.read_write_lock(key).write_lock().with_owner(me)),
                 "fair" => Locker::Crate(client.fair_lock(key).with_owner(me)),
                 "spin" => Locker::Crate(client.spin_lock(key).with_owner(me)),
+                "semaphore" => Locker::Semaphore(client.semaphore(key)),
+                "permit" => Locker::Permit(client.permit_semaphore(key)),
                 other => panic!("no such kind: {other}"),
             },
             Setup::Floor {
@@ -142,6 +171,17 @@ impl Setup {
                 wake.clone(),
                 *wait,
             )),
+        }
+    }
+
+    /// Gives a semaphore kind's `key` its one permit (the others need nothing).
+    async fn prepare(&self, kind: &str, key: &str) {
+        if let Setup::Crate(client) = self {
+            match kind {
+                "semaphore" => drop(client.semaphore(key).try_set_permits(1).await),
+                "permit" => drop(client.permit_semaphore(key).try_set_permits(1).await),
+                _ => {}
+            }
         }
     }
 
@@ -198,6 +238,7 @@ async fn p1_pairs(
     distinct: bool,
 ) -> (f64, f64, f64) {
     let setup = Setup::new(&imp, &target).await;
+    setup.prepare(kind, "bench:p1").await;
     let wake = Arc::new(Notify::new());
     let mut locker = setup.locker_of(kind, "bench:p1", 0, &wake);
     let mut lat = Vec::with_capacity(iters);
@@ -391,6 +432,7 @@ pub(crate) async fn p3_of(
         Setup::Crate(_) => (Arc::new(Notify::new()), None),
     };
     let key = P3_KEY;
+    setup.prepare(kind, key).await;
     // Counters and MONITOR at the key's master: where every command of the hand-off goes.
     let node = target.node_of(key);
     let mut stats_conn = multiplexed(&node).await;

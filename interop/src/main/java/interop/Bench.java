@@ -214,8 +214,63 @@ public final class Bench {
         }
     }
 
-    /** The lock of one kind (the Rust bench's names): lock, fenced, read, write, fair, spin. */
-    static RLock lockOf(RedissonClient client, String kind, String name) {
+    /** What P1 and P3 take and give back: a lock, or one permit of a semaphore. */
+    interface Locker {
+        void lock() throws Exception;
+
+        void unlock() throws Exception;
+    }
+
+    /**
+     * The lock of one kind (the Rust bench's names): lock, fenced, read, write, fair, spin; or
+     * one permit of a semaphore (semaphore: RSemaphore, permit: RPermitExpirableSemaphore
+     * without a lease), given 1 permit if it has none yet.
+     */
+    static Locker lockOf(RedissonClient client, String kind, String name) {
+        switch (kind) {
+            case "semaphore": {
+                org.redisson.api.RSemaphore sem = client.getSemaphore(name);
+                sem.trySetPermits(1);
+                return new Locker() {
+                    public void lock() throws Exception {
+                        sem.acquire();
+                    }
+
+                    public void unlock() {
+                        sem.release();
+                    }
+                };
+            }
+            case "permit": {
+                org.redisson.api.RPermitExpirableSemaphore sem = client.getPermitExpirableSemaphore(name);
+                sem.trySetPermits(1);
+                return new Locker() {
+                    private String id;
+
+                    public void lock() throws Exception {
+                        id = sem.acquire();
+                    }
+
+                    public void unlock() {
+                        sem.release(id);
+                    }
+                };
+            }
+            default:
+                RLock lock = rlockOf(client, kind, name);
+                return new Locker() {
+                    public void lock() {
+                        lock.lock();
+                    }
+
+                    public void unlock() {
+                        lock.unlock();
+                    }
+                };
+        }
+    }
+
+    static RLock rlockOf(RedissonClient client, String kind, String name) {
         switch (kind) {
             case "lock":
                 return client.getLock(name);
@@ -264,13 +319,14 @@ public final class Bench {
         }
     }
 
-    private static void p1(RedissonClient client, int iters, long warmupMs, int reps) {
+    private static void p1(RedissonClient client, int iters, long warmupMs, int reps) throws Exception {
         p1(client, iters, warmupMs, reps, "lock");
     }
 
     /** P1 on a lock of `kind`; emits p1 lines for RLock, p1k lines (with the kind) for others. */
-    private static void p1(RedissonClient client, int iters, long warmupMs, int reps, String kind) {
-        RLock lock = lockOf(client, kind, "bench:p1");
+    private static void p1(RedissonClient client, int iters, long warmupMs, int reps, String kind)
+            throws Exception {
+        Locker lock = lockOf(client, kind, "bench:p1");
         long warmEnd = System.nanoTime() + warmupMs * 1_000_000L;
         while (System.nanoTime() < warmEnd) {
             lock.lock();
@@ -530,7 +586,7 @@ public final class Bench {
         List<Thread> threads = new ArrayList<>();
         for (int i = 0; i <= n; i++) {
             Thread th = new Thread(() -> {
-                RLock lock = lockOf(client, kind, key);
+                Locker lock = lockOf(client, kind, key);
                 try (Resp stats = new Resp(statsUrl(url))) {
                     while (true) {
                         lock.lock();
