@@ -283,6 +283,32 @@ async fn expiring_permits_renew_and_wake_waiters_at_each_keys_master() {
     waiters.shutdown().await;
 }
 
+/// Lock events at each master with the cluster's keyspace events off (the default): the
+/// unlocks are told by their messages (sharded where the servers have it), at the key's master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_events_tell_unlocks_at_each_keys_master_without_keyspace_events() {
+    let _steady = RedisCluster::steady().await;
+    let (holder, watcher) = (client().await, client().await);
+    let prompt = Duration::from_secs(5);
+    for master in 0..3 {
+        let name = key_on_master("events", master);
+        let mut events = watcher.lock(&name).events().await.unwrap();
+        assert_eq!(events.sources().deletions, Some(false), "{name}");
+        holder
+            .lock(&name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        let told = tokio::time::timeout(prompt, events.next()).await.unwrap();
+        assert_eq!(told, Some(redisson_lock::LockEvent::Released), "{name}");
+    }
+    holder.shutdown().await;
+    watcher.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_down_latches_open_for_waiters_at_each_keys_master() {
     let _steady = RedisCluster::steady().await;

@@ -316,6 +316,76 @@ async fn bad_input_is_refused_and_changes_nothing() {
     }
     assert_eq!(server.cmd::<String>(&["HGET", "a-hash", "f"]), "1");
     assert_eq!(count(&server, "a-word").as_deref(), Some("many"));
+
+    // A string Lua would read as a number but INCRBY would not: refused before any write (an
+    // expired permit listed beside it stays listed, nothing is published).
+    for odd in ["1.5", "1e3", " 7", "01", "99999999999999999999"] {
+        let _: String = server.cmd(&["SET", "odd", odd]);
+        let _: i64 = server.cmd(&["ZADD", &timeouts("odd"), "1", "expired-one"]);
+        let odd_one = client.permit_semaphore("odd");
+        let results = [
+            odd_one.counts().await.map(|_| ()),
+            odd_one
+                .try_acquire(Wait::Never, Lease::Watchdog)
+                .await
+                .map(|p| drop(p.map(|p| p.forget()))),
+            odd_one
+                .update_lease_time(&"ab".repeat(16), None)
+                .await
+                .map(|_| ()),
+        ];
+        for result in results {
+            assert!(
+                matches!(result, Err(Error::WrongType { .. })),
+                "{odd:?}: {result:?}"
+            );
+        }
+        assert_eq!(count(&server, "odd").as_deref(), Some(odd));
+        assert_eq!(
+            server.cmd::<i64>(&["ZCARD", &timeouts("odd")]),
+            1,
+            "{odd:?}"
+        );
+    }
+}
+
+/// An acquire that finds its own permit id listed already (an earlier hold of the same owner
+/// whose release never happened) renews it and takes nothing more: the script, sent as the
+/// engine sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_finding_its_own_id_listed_takes_no_second_permit() {
+    let server = RedisServer::start();
+    let script = support::script("permit_acquire");
+    let acquire = |latch: &str, expiry: u64| -> Option<i64> {
+        server.cmd(&[
+            "EVAL",
+            &script,
+            "4",
+            "mine",
+            &timeouts("mine"),
+            "redisson_sc:{mine}",
+            latch,
+            "0123456789abcdef",
+            &expiry.to_string(),
+            &now_ms().to_string(),
+            "publish",
+            "922337203685477",
+            "60000",
+        ])
+    };
+    let _: String = server.cmd(&["SET", "mine", "2"]);
+    assert_eq!(acquire("latch:1", now_ms() + 10_000), None, "taken");
+    assert_eq!(count(&server, "mine").as_deref(), Some("1"));
+    let later = now_ms() + 20_000;
+    assert_eq!(acquire("latch:2", later), None, "found listed");
+    assert_eq!(
+        count(&server, "mine").as_deref(),
+        Some("1"),
+        "not taken twice"
+    );
+    let listed = taken(&server, "mine");
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].1 >= later - 1, "renewed to the new expiry");
 }
 
 #[test]

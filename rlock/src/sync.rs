@@ -47,9 +47,7 @@ pub fn permits(
             if let Some(total) = set {
                 jobs.set_permits(total).await?;
             }
-            let available = jobs.available_permits().await?;
-            let taken = jobs.acquired_permits().await?;
-            Ok::<_, redisson_lock::Error>((available, taken))
+            jobs.counts().await
         }
         .await;
         client.shutdown().await;

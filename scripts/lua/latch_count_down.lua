@@ -8,7 +8,7 @@
 -- ARGV[2]  request latch lifetime in ms
 -- Reply:   the count after it (0: this count-down opened the latch; below 0: it was open
 --          already, and stays absent). A re-sent request replies the first answer and counts
---          nothing more. A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          nothing more. A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(latched)
@@ -16,10 +16,10 @@ end
 local value = redis.call('get', KEYS[1])
 local count = 0
 if value then
-    count = tonumber(value)
-    if count == nil then
+    if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then
         return redis.error_reply('NOT_A_COUNT the key does not hold a count')
     end
+    count = tonumber(value)
 end
 count = count - 1
 if count == 0 then

@@ -17,25 +17,34 @@
 -- Reply:   nil  taken (or taken already by this request);
 --          n    not enough permits: the earliest expiry among the taken ones is n ms away;
 --          -1   not enough permits, and none taken that will expire.
---          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed. The publish
+--          comes before the writes, so that an error reply means nothing changed.
 if redis.call('exists', KEYS[4]) == 1 then
     return nil
 end
 local value = redis.call('get', KEYS[1])
 local available = 0
 if value then
-    available = tonumber(value)
-    if available == nil then
+    if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then
         return redis.error_reply('NOT_A_COUNT the key does not hold a count')
     end
+    available = tonumber(value)
+end
+-- This id listed already: the permit of an earlier hold of this owner whose release did not
+-- happen. It is taken once: renewed, not taken again.
+if redis.call('zscore', KEYS[2], ARGV[1]) then
+    redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
+    redis.call('set', KEYS[4], 1, 'px', ARGV[6])
+    return nil
 end
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, 1)
 if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    available = redis.call('incrby', KEYS[1], #expired)
+    available = available + #expired
     if available > 0 then
         redis.call(ARGV[4], KEYS[3], available)
     end
+    redis.call('zrem', KEYS[2], unpack(expired))
+    redis.call('incrby', KEYS[1], #expired)
 end
 if available >= 1 then
     redis.call('decrby', KEYS[1], 1)

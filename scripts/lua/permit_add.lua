@@ -9,7 +9,7 @@
 -- ARGV[3]  latch lifetime in ms
 -- Reply:   the permits available after it. A re-sent request (latch present) replies the
 --          first answer and changes nothing.
---          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(latched)
@@ -17,10 +17,10 @@ end
 local value = redis.call('get', KEYS[1])
 local available = 0
 if value then
-    available = tonumber(value)
-    if available == nil then
+    if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then
         return redis.error_reply('NOT_A_COUNT the key does not hold a count')
     end
+    available = tonumber(value)
 end
 if tonumber(ARGV[1]) > 0 then
     redis.call(ARGV[2], KEYS[2], ARGV[1])

@@ -14,7 +14,7 @@
 --          nothing changed; 2 given back after its lease had run out (Redisson answers
 --          false for it, and gives it back all the same). A re-sent request (latch present)
 --          replies the first answer and changes nothing.
---          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 -- The publish comes before the writes, so that an error reply means nothing changed.
 local latched = redis.call('get', KEYS[4])
 if latched then
@@ -27,10 +27,10 @@ end
 local value = redis.call('get', KEYS[1])
 local available = 0
 if value then
-    available = tonumber(value)
-    if available == nil then
+    if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then
         return redis.error_reply('NOT_A_COUNT the key does not hold a count')
     end
+    available = tonumber(value)
 end
 redis.call(ARGV[3], KEYS[3], available + 1)
 redis.call('zrem', KEYS[2], ARGV[1])

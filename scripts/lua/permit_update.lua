@@ -9,18 +9,19 @@
 -- ARGV[3]  now, in ms since the epoch
 -- ARGV[4]  publish command, "publish" or "spublish"
 -- Reply:   1 updated; 0 not taken (unknown, given back, or expired): nothing set.
---          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 local value = redis.call('get', KEYS[1])
-if value and tonumber(value) == nil then
+if value and (not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16) then
     return redis.error_reply('NOT_A_COUNT the key does not hold a count')
 end
 local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3])
 if #expired > 0 then
-    redis.call('zrem', KEYS[2], unpack(expired))
-    local available = redis.call('incrby', KEYS[1], #expired)
+    local available = tonumber(value or '0') + #expired
     if available > 0 then
         redis.call(ARGV[4], KEYS[3], available)
     end
+    redis.call('zrem', KEYS[2], unpack(expired))
+    redis.call('incrby', KEYS[1], #expired)
 end
 if redis.call('zscore', KEYS[2], ARGV[1]) then
     redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])

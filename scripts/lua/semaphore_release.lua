@@ -9,7 +9,7 @@
 -- ARGV[3]  latch lifetime in ms
 -- Reply:   the permits available after the release. A re-sent request (latch present)
 --          replies the first answer and gives nothing more.
---          A key that holds no integer is the error NOT_A_COUNT, nothing changed.
+--          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 -- The publish (which the server may lack, or the ACL refuse) comes before the write, so that
 -- an error reply means nothing changed; waiters cannot act before the script ends.
 local latched = redis.call('get', KEYS[3])
@@ -19,10 +19,10 @@ end
 local value = redis.call('get', KEYS[1])
 local available = 0
 if value then
-    available = tonumber(value)
-    if available == nil then
+    if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then
         return redis.error_reply('NOT_A_COUNT the key does not hold a count')
     end
+    available = tonumber(value)
 end
 available = available + tonumber(ARGV[1])
 redis.call(ARGV[2], KEYS[2], available)

@@ -176,6 +176,21 @@ impl PermitExpirableSemaphore {
         self.runtime.block_on(self.inner.acquired_permits())
     }
 
+    /// The permits available and taken, read together. See
+    /// [`crate::PermitExpirableSemaphore::counts`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let (free, taken) = client.permit_semaphore("jobs").counts()?;
+    /// # let _ = (free, taken); Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::PermitExpirableSemaphore::counts`].
+    pub fn counts(&self) -> Result<(i64, i64)> {
+        self.runtime.block_on(self.inner.counts())
+    }
+
     /// The async semaphore this wraps.
     ///
     /// ```no_run

@@ -11,7 +11,9 @@ use crate::transport::pubsub::key_events::{Heard, Keyspace};
 pub enum LockEvent {
     /// The lock was released: its last hold unlocked or it was force-unlocked (by either
     /// side: the unlock's message on the lock's channel, or the key's `del` keyspace event),
-    /// or its key was deleted by hand (`DEL`: told only by keyspace events).
+    /// or its key was deleted by hand (`DEL`: told only by keyspace events). Where deletions
+    /// are not told, a write lock's downgrade to a read lock is told so too (it publishes to
+    /// wake the readers, and its key stays).
     Released,
     /// The lock's lease ran out and the server removed its key (the `expired` keyspace event).
     /// The server sends it when it removes the key, which can be a little after the TTL

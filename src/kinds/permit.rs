@@ -305,7 +305,20 @@ impl PermitExpirableSemaphore {
         Ok(available + taken)
     }
 
-    async fn counts(&self) -> Result<(i64, i64)> {
+    /// The permits available and the permits taken, read together (one call: they add up to
+    /// [`permits`](Self::permits) however busy the semaphore is), once the expired ones are
+    /// given back.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let (available, taken) = client.permit_semaphore("jobs").counts().await?;
+    /// println!("{available} free, {taken} taken");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`available_permits`](Self::available_permits).
+    pub async fn counts(&self) -> Result<(i64, i64)> {
         self.lock.check()?;
         permit::count(self.lock.protocol(), self.lock.key())
             .await

@@ -62,6 +62,9 @@ pub(crate) fn from_hex(hex: &str) -> Option<[u8; 16]> {
     if bytes.len() != 32 {
         return None;
     }
+    if !bytes.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
     let mut id = [0u8; 16];
     for (i, pair) in bytes.chunks(2).enumerate() {
         let digits = std::str::from_utf8(pair).ok()?;
@@ -157,15 +160,34 @@ impl super::RawLock for PermitSemaphore {
         Box::pin(async { Ok(false) })
     }
 
-    /// `EVALSHA permit_renew 0 expiry set1 id1 .. setn idn`: each permit still taken gets
-    /// `lease_ms` from now, by this client's clock.
-    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], _across: bool) -> Call {
+    /// `EVALSHA permit_renew 0 expiry set1 id1 .. setn idn` (`across`: any slots the node
+    /// serves), or `EVALSHA permit_renew n set1..setn expiry id1..idn` (one slot's, declared,
+    /// so that a moved slot redirects the call): each permit still taken gets `lease_ms` from
+    /// now, by this client's clock.
+    fn renew_call(&self, lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
         let n = entries.len();
-        let mut cmd = RENEW.evalsha(0, 2 * n + 1, entries.len() * 64);
-        cmd.arg(super::now_ms().saturating_add(lease_ms));
-        for (key, field) in entries {
-            cmd.arg(timeouts(key)).arg(&permit_id(field)[..]);
-        }
+        let expiry = super::now_ms().saturating_add(lease_ms);
+        let cmd = match across {
+            true => {
+                let mut cmd = RENEW.evalsha(0, 2 * n + 1, n * 64);
+                cmd.arg(expiry);
+                for (key, field) in entries {
+                    cmd.arg(timeouts(key)).arg(&permit_id(field)[..]);
+                }
+                cmd
+            }
+            false => {
+                let mut cmd = RENEW.evalsha(n, 2 * n + 1, n * 64);
+                for (key, _) in entries {
+                    cmd.arg(timeouts(key));
+                }
+                cmd.arg(expiry);
+                for (_, field) in entries {
+                    cmd.arg(&permit_id(field)[..]);
+                }
+                cmd
+            }
+        };
         Call::script(&RENEW, entries[0].0, cmd)
     }
 
@@ -275,5 +297,6 @@ mod tests {
         assert_eq!(from_hex(&to_hex(&a).to_uppercase()), Some(a));
         assert_eq!(from_hex("xyz"), None);
         assert_eq!(from_hex(&"g".repeat(32)), None);
+        assert_eq!(from_hex(&"+a".repeat(16)), None, "no signs");
     }
 }

@@ -153,7 +153,11 @@ impl KeyEvents {
         } else {
             classic.push(self.channel.clone());
         }
-        conn.subscribe(&classic).await?;
+        // (A bare SUBSCRIBE is an error: on a sharded cluster without keyspace events there is
+        // no classic channel to hear.)
+        if !classic.is_empty() {
+            conn.subscribe(&classic).await?;
+        }
         let _ = tx.send(Heard::Subscribed { keyspace });
         Ok(Connected { conn, heard, node })
     }
@@ -172,6 +176,9 @@ impl KeyEvents {
                     _ = shutdown.cancelled() => return,
                     _ = tx.closed() => return,
                     push = connected.heard.recv() => match push {
+                        // The node dropped the sharded channel (its slot moved) or the
+                        // connection: subscribe again where the key is served now.
+                        Some(push) if matches!(push.kind, PushKind::SUnsubscribe | PushKind::Disconnection) => break,
                         Some(push) => {
                             if let Some(heard) = self.read(push) {
                                 let _ = tx.send(heard);
@@ -190,8 +197,12 @@ impl KeyEvents {
             // Connect again where the key is served, with backoff.
             let mut backoff = MIN_BACKOFF;
             connected = loop {
+                // On a cluster, where the key is served is read again first (the view that led
+                // here may be the stale one).
                 if let Some(topology) = self.conn.topology() {
-                    topology.suspect();
+                    if let Err(err) = topology.refreshed().await {
+                        tracing::debug!(key = %self.key, error = %err, "lock events: cannot read the cluster's slots");
+                    }
                 }
                 match self.connect(&tx).await {
                     Ok(connected) => break connected,
