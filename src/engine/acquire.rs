@@ -128,7 +128,7 @@ impl Target<'_> {
                 lease_ms: lease.millis(self.shared.config.watchdog_timeout()),
                 permits: self.permits,
                 wait,
-                queue_wait: self.options.queue_wait,
+                queue_wait: self.options.queue_wait(),
             },
         );
         // Armed before the first attempt: a queueing kind's first attempt may queue the owner.
@@ -318,7 +318,7 @@ impl Target<'_> {
         lease: Lease,
         deadline: Option<Instant>,
     ) -> Result<Option<Granted>> {
-        let backoff = self.options.backoff;
+        let backoff = self.options.backoff();
         let mut pause = backoff.initial();
         let mut failures = 0u32;
         loop {

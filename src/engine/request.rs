@@ -35,7 +35,8 @@ pub(crate) struct Terms {
     pub(crate) permits: u32,
     /// The call's wait (`None`: without end; zero: a single attempt).
     pub(crate) wait: Option<std::time::Duration>,
-    /// The lock's queue reservation for a wait without end ([`LockOptions::queue_wait`]).
+    /// The lock's queue reservation for a wait without end ([`LockOptions::queue_wait`];
+    /// zero for kinds that queue nothing).
     ///
     /// [`LockOptions::queue_wait`]: crate::raw::LockOptions
     pub(crate) queue_wait: std::time::Duration,

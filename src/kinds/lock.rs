@@ -100,10 +100,7 @@ impl Lock {
             "" => name.clone(),
             prefix => format!("{prefix}{name}").into(),
         };
-        let options = LockOptions {
-            queue_wait: shared.config.fair_lock_wait_timeout(),
-            ..LockOptions::default()
-        };
+        let options = LockOptions::of(&RLOCK, &shared.config);
         Lock {
             shared,
             name,
@@ -117,12 +114,15 @@ impl Lock {
     /// The same lock driven by another kind's protocol (its keys and scripts).
     pub(crate) fn of_kind(mut self, raw: &'static Kind) -> Self {
         self.raw = raw;
+        self.options = LockOptions::of(raw, &self.shared.config);
         self
     }
 
     /// The same lock whose waiters, if its kind polls, pause by `backoff`.
     pub(crate) fn with_backoff(mut self, backoff: crate::BackOff) -> Self {
-        self.options.backoff = backoff;
+        if let LockOptions::Poll { backoff: pauses } = &mut self.options {
+            *pauses = backoff;
+        }
         self
     }
 

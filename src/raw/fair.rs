@@ -3,7 +3,7 @@
 //! (`redisson_lock_timeout:{N}`, a zset in clients' clocks), and a channel per waiter
 //! (`redisson_lock__channel:{N}:<field>`) on which an unlock wakes only the head of the queue.
 //! A single attempt never queues; a waiting one queues its owner, reserving the call's wait
-//! (or [`LockOptions::queue_wait`](super::LockOptions)); a waiter that gives up is withdrawn
+//! (or [`LockOptions::Queue`](super::LockOptions)); a waiter that gives up is withdrawn
 //! ([`Queueing::withdraw`]). No local hand-off: a waiter of the same client must not jump the
 //! queue. Scripts: `scripts/lua/fair_*.lua`.
 

@@ -73,7 +73,7 @@ pub(crate) enum Waiters<'a> {
     /// lock), and one that gives up is withdrawn from the queue.
     Queue(&'a dyn Queueing),
     /// No messages (Redisson's spin lock publishes none): attempts spaced by the lock's
-    /// [`BackOff`] ([`LockOptions::backoff`]).
+    /// [`BackOff`] ([`LockOptions::Poll`]).
     Poll,
 }
 
@@ -110,23 +110,49 @@ pub(crate) trait Queueing: Send + Sync {
     ) -> BoxFuture<'static, RedisResult<()>>;
 }
 
-/// What one lock handle adds to its kind's protocol: settings given per lock (Redisson's
-/// `getSpinLock(name, backOff)`), or per client and copied into each handle (its
-/// `fairLockWaitTimeout`). The kind stays a static protocol; its calls carry these.
+/// What one lock handle adds to its kind's protocol, by how the kind's waiters wait: each
+/// handle carries its own kind's setting and no other. The kind stays a static protocol; its
+/// calls carry these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LockOptions {
-    /// The pauses between a polling waiter's attempts ([`Waiters::Poll`] kinds).
-    pub(crate) backoff: BackOff,
-    /// How long a waiter of a queueing kind keeps its place when its call waits without end
-    /// (a bounded call reserves its own wait).
-    pub(crate) queue_wait: std::time::Duration,
+pub(crate) enum LockOptions {
+    /// [`Waiters::Broadcast`]: nothing to add.
+    Broadcast,
+    /// [`Waiters::Queue`]: how long a waiter keeps its place when its call waits without end
+    /// (a bounded call reserves its own wait); per client, Redisson's `fairLockWaitTimeout`.
+    Queue { queue_wait: std::time::Duration },
+    /// [`Waiters::Poll`]: the pauses between a waiter's attempts; per lock, Redisson's
+    /// `getSpinLock(name, backOff)`.
+    Poll { backoff: BackOff },
 }
 
-impl Default for LockOptions {
-    fn default() -> Self {
-        LockOptions {
-            backoff: BackOff::default(),
-            queue_wait: crate::config::DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+impl LockOptions {
+    /// The setting a handle of `kind` starts with, from the client's `config`.
+    pub(crate) fn of(kind: &Kind, config: &crate::Config) -> LockOptions {
+        match kind.waiters() {
+            Waiters::Broadcast => LockOptions::Broadcast,
+            Waiters::Queue(_) => LockOptions::Queue {
+                queue_wait: config.fair_lock_wait_timeout(),
+            },
+            Waiters::Poll => LockOptions::Poll {
+                backoff: BackOff::default(),
+            },
+        }
+    }
+
+    /// A polling kind's back-off (the default for the others, which never poll).
+    pub(crate) fn backoff(self) -> BackOff {
+        match self {
+            LockOptions::Poll { backoff } => backoff,
+            _ => BackOff::default(),
+        }
+    }
+
+    /// A queueing kind's reservation for a wait without end (none for the others, which
+    /// queue nothing).
+    pub(crate) fn queue_wait(self) -> std::time::Duration {
+        match self {
+            LockOptions::Queue { queue_wait } => queue_wait,
+            _ => std::time::Duration::ZERO,
         }
     }
 }

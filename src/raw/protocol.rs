@@ -82,7 +82,7 @@ pub(crate) struct AcquireArgs<'a> {
     /// not queue it.
     pub(crate) try_once: bool,
     /// How long the call may keep a place in a queue, in ms: its wait when bounded, else the
-    /// lock's [`queue_wait`](super::LockOptions::queue_wait) (Redisson's `threadWaitTime`).
+    /// lock's [`queue_wait`](super::LockOptions::Queue) (Redisson's `threadWaitTime`).
     pub(crate) queue_wait_ms: u64,
     /// The client's clock at this attempt, in ms since the Unix epoch (a fair lock's queue
     /// deadlines are written in clients' clocks, as Redisson does).
