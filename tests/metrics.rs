@@ -185,6 +185,38 @@ async fn operations_and_faults_are_counted() {
     );
     long.unlock().await.unwrap();
 
+    // The synchronizers report through the same seam, under their kind: a semaphore's
+    // acquire, a permit's, and a permit taken back behind its holder (told as lost).
+    let _ = Seen::take(&snapshotter);
+    let pool = client.semaphore("m-pool");
+    pool.try_set_permits(1).await.unwrap();
+    pool.acquire(1).await.unwrap().release().await.unwrap();
+    let jobs = client.permit_semaphore("m-jobs");
+    jobs.try_set_permits(1).await.unwrap();
+    let permit = jobs.acquire(redisson_lock::Lease::Watchdog).await.unwrap();
+    let seen = Seen::take(&snapshotter);
+    assert_eq!(
+        seen.counter(METRIC_ACQUIRES, "kind=semaphore,result=acquired"),
+        1
+    );
+    assert_eq!(
+        seen.counter(METRIC_ACQUIRES, "kind=permit,result=acquired"),
+        1
+    );
+    assert!(other
+        .permit_semaphore("m-jobs")
+        .try_release(permit.id())
+        .await
+        .unwrap());
+    tokio::time::timeout(lease * 2, permit.lost())
+        .await
+        .unwrap();
+    let seen = Seen::take(&snapshotter);
+    assert_eq!(
+        seen.counter(METRIC_LOST, "kind=permit,lock=m-jobs,reason=gone"),
+        1
+    );
+
     client.shutdown().await;
     other.shutdown().await;
 }
