@@ -85,7 +85,10 @@ struct Plan {
     p3_count_handoffs: usize,
     p4_counts: Vec<usize>,
     p4_watchdog_ms: u64,
+    /// Renewal cycles per measured window of P4, and windows per child run (each a value of
+    /// its own: the medians and the run-to-run spread come from them).
     p4_cycles: u32,
+    p4_windows: u32,
     /// The other kinds' P3: waiters, and hand-offs per repetition.
     kinds_n: usize,
     kinds_handoffs: usize,
@@ -112,6 +115,7 @@ impl Plan {
                 p4_counts: vec![10_000],
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 2,
+                p4_windows: 3,
                 kinds_n: 8,
                 kinds_handoffs: 100,
             }
@@ -134,6 +138,7 @@ impl Plan {
                 p4_counts: vec![10_000, 100_000],
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 5,
+                p4_windows: 3,
                 kinds_n: 8,
                 kinds_handoffs: 300,
             }
