@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::inspect::ReplicaSyncState;
 use redisson_lock::observe::SPAN_FAILOVER;
-use redisson_lock::{names, Config, Error, LockClient};
+use redisson_lock::{names, Config, Error, Lease, LockClient, Wait};
 use support::cluster::Node;
 use support::sentinel::{self, SentinelGroup, MASTER_NAME};
 
@@ -328,6 +328,58 @@ async fn without_replica_acknowledgement_acquires_are_undone_and_holders_told() 
         .unwrap()
         .expect("free once the replica acknowledges again");
     guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// The synchronizers' writes wait for the replica as the locks' do: acknowledged, each acquire
+/// and release sends its `WAIT`; with the replica stopped, a semaphore's and an expiring
+/// permit's acquire is not acknowledged (`NotReplicated`) and undone, the permits available
+/// again at the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronizer_acquires_no_replica_acknowledged_are_undone() {
+    let _exclusive = SentinelGroup::exclusive().await;
+    let client = client_with(|c| c).await;
+    let pool = client.semaphore("s-sem");
+    pool.try_set_permits(2).await.unwrap();
+    let jobs = client.permit_semaphore("s-permits");
+    jobs.try_set_permits(2).await.unwrap();
+    let waits = wait_calls(sentinel::get().master());
+    pool.acquire(1).await.unwrap().release().await.unwrap();
+    let permit = jobs.acquire(Lease::Watchdog).await.unwrap();
+    permit.release().await.unwrap();
+    assert!(
+        wait_calls(sentinel::get().master()) >= waits + 4,
+        "each acquire and release waited for the replica"
+    );
+
+    sentinel::get().replica().signal(libc::SIGSTOP);
+    let semaphore = pool.try_acquire(1).await.map(|p| p.map(|p| p.forget()));
+    let permit = jobs
+        .try_acquire(Wait::Never, Lease::Watchdog)
+        .await
+        .map(|p| p.map(|p| p.forget()));
+    let undone = support::eventually(Duration::from_secs(10), || {
+        let group = sentinel::get();
+        let count = |key: &str| group.master().cmd::<String>(&["GET", key]).unwrap();
+        let listed: i64 = group
+            .master()
+            .cmd(&["ZCARD", "{s-permits}:timeout"])
+            .unwrap();
+        count("s-sem") == "2" && count("s-permits") == "2" && listed == 0
+    })
+    .await;
+    sentinel::get().replica().signal(libc::SIGCONT);
+    let semaphore = semaphore.unwrap_err();
+    assert!(semaphore.is_not_replicated(), "{semaphore}");
+    let permit = permit.unwrap_err();
+    assert!(permit.is_not_replicated(), "{permit}");
+    assert!(
+        undone,
+        "the unacknowledged acquires were undone at the master"
+    );
+    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
+        .await
+        .unwrap();
     client.shutdown().await;
 }
 
