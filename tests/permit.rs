@@ -94,6 +94,19 @@ async fn permits_are_taken_by_id_and_given_back_in_redissons_layout() {
     assert_eq!(jobs.add_permits(-1).await.unwrap(), 2);
     assert_eq!(jobs.permits().await.unwrap(), 4);
 
+    // The lease left of each, as Redisson's getLeaseTime reads it; one set never to expire.
+    let left = jobs.lease_time(leased.id()).await.unwrap().unwrap();
+    assert!(
+        left > Duration::from_secs(9) && left <= Duration::from_secs(10),
+        "{left:?}"
+    );
+    let left = jobs.lease_time(kept.id()).await.unwrap().unwrap();
+    assert!(left <= WATCHDOG, "{left:?}");
+    assert_eq!(jobs.lease_time(&"00".repeat(16)).await.unwrap(), None);
+    assert!(jobs.update_lease_time(leased.id(), None).await.unwrap());
+    let never = jobs.lease_time(leased.id()).await.unwrap();
+    assert_eq!(never, Some(Duration::MAX));
+
     // Anyone may give a permit back by its id, once.
     let id = leased.forget();
     assert!(jobs.try_release(&id).await.unwrap());

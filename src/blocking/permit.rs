@@ -105,6 +105,21 @@ impl PermitExpirableSemaphore {
             .block_on(self.inner.update_lease_time(id, lease))
     }
 
+    /// The lease left of the permit `id`. See [`crate::PermitExpirableSemaphore::lease_time`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// # let id = String::new();
+    /// let left = client.permit_semaphore("jobs").lease_time(&id)?;
+    /// # let _ = left; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::PermitExpirableSemaphore::lease_time`].
+    pub fn lease_time(&self, id: &str) -> Result<Option<Duration>> {
+        self.runtime.block_on(self.inner.lease_time(id))
+    }
+
     /// Sets the permits if none yet. See [`crate::PermitExpirableSemaphore::try_set_permits`].
     ///
     /// ```no_run

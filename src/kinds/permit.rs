@@ -191,6 +191,32 @@ impl PermitExpirableSemaphore {
             .map_err(|e| self.error(e))
     }
 
+    /// The lease left of the permit `id` (anyone's: Redisson's `getLeaseTime`): `None` if it is
+    /// not taken (unknown, given back, or expired), [`Duration::MAX`] if it never expires (a
+    /// Java `acquire()` without a lease).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient, id: String) -> redisson_lock::Result<()> {
+    /// match client.permit_semaphore("jobs").lease_time(&id).await? {
+    ///     Some(left) => println!("{left:?} left"),
+    ///     None => println!("not taken"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `id` is 32 hex digits; [`Error::WrongType`];
+    /// [`Error::Connection`].
+    pub async fn lease_time(&self, id: &str) -> Result<Option<Duration>> {
+        let id = parse_id(id)?;
+        self.lock.check()?;
+        let left = permit::lease_left(self.lock.protocol(), self.lock.key(), &id).await;
+        Ok(left.map_err(|e| self.error(e))?.map(|ms| match ms {
+            u64::MAX => Duration::MAX,
+            ms => Duration::from_millis(ms),
+        }))
+    }
+
     /// Sets the semaphore's permits if it has none yet (Redisson's `trySetPermits`): `true`
     /// if it was set, `false` if the key already existed (nothing changed).
     ///

@@ -26,6 +26,7 @@ static ADD: Script = Script::new(include_str!("../../scripts/lua/permit_add.lua"
 static COUNT: Script = Script::new(include_str!("../../scripts/lua/permit_count.lua"));
 static SET: Script = Script::new(include_str!("../../scripts/lua/permit_set.lua"));
 static UPDATE: Script = Script::new(include_str!("../../scripts/lua/permit_update.lua"));
+static LEASE: Script = Script::new(include_str!("../../scripts/lua/permit_lease.lua"));
 
 /// Redisson's expiry score for a permit taken without a lease (it never expires).
 pub(crate) const NEVER_EXPIRES: u64 = 922_337_203_685_477;
@@ -278,6 +279,24 @@ pub(crate) async fn update(
         .arg(now)
         .arg(p.publish_command());
     Ok(written(p, &UPDATE, cmd, key, "permit lease update").await? == 1)
+}
+
+/// The lease left of the permit `id` of `key`: `None` if not taken, `Some(u64::MAX)` if it
+/// never expires, else the ms left.
+pub(crate) async fn lease_left(p: &Protocol, key: &str, id: &[u8; 16]) -> RedisResult<Option<u64>> {
+    let mut cmd = LEASE.evalsha(3, 4, 3 * key.len() + 80);
+    cmd.arg(key)
+        .arg(timeouts(key))
+        .arg(crate::names::semaphore_channel(key))
+        .arg(&id[..])
+        .arg(super::now_ms())
+        .arg(p.publish_command())
+        .arg(NEVER_EXPIRES);
+    Ok(match written(p, &LEASE, cmd, key, "permit lease").await? {
+        -2 => None,
+        -1 => Some(u64::MAX),
+        ms => Some(ms.max(0) as u64),
+    })
 }
 
 #[cfg(test)]
