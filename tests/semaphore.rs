@@ -78,6 +78,23 @@ async fn permits_are_taken_and_given_back_in_redissons_layout() {
     assert_eq!(client.held_locks(), 0);
 }
 
+/// Redisson 4's `releaseIfExists`: a semaphore that does not exist is left so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_if_exists_gives_back_only_to_a_semaphore_that_exists() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    let pool = client.semaphore("maybe");
+    assert!(!pool.release_if_exists(2).await.unwrap());
+    assert_eq!(count(&server, "maybe"), None, "still absent");
+    assert!(pool.try_set_permits(0).await.unwrap());
+    assert!(pool.release_if_exists(2).await.unwrap());
+    assert_eq!(count(&server, "maybe").as_deref(), Some("2"));
+    assert!(matches!(
+        pool.release_if_exists(0).await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_and_changes_nothing() {
     let server = RedisServer::start();

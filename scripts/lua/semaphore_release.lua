@@ -7,7 +7,9 @@
 -- ARGV[1]  permits to give back (>= 1)
 -- ARGV[2]  publish command, "publish" or "spublish"
 -- ARGV[3]  latch lifetime in ms
--- Reply:   the permits available after the release. A re-sent request (latch present)
+-- ARGV[4]  "1": only if the key exists (Redisson 4's releaseIfExists); absent or "0": always
+-- Reply:   the permits available after the release; nil if ARGV[4] asked for an existing
+--          key and there was none (nothing changed). A re-sent request (latch present)
 --          replies the first answer and gives nothing more.
 --          A key that holds no integer (as INCRBY reads one, 16 characters at most) is the error NOT_A_COUNT, nothing changed.
 -- The publish (which the server may lack, or the ACL refuse) comes before the write, so that
@@ -17,6 +19,9 @@ if latched then
     return tonumber(latched)
 end
 local value = redis.call('get', KEYS[1])
+if not value and ARGV[4] == '1' then
+    return false
+end
 local available = 0
 if value then
     if not (value == '0' or string.match(value, '^%-?[1-9]%d*$')) or #value > 16 then

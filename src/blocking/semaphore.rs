@@ -109,6 +109,21 @@ impl Semaphore {
         self.runtime.block_on(self.inner.release(permits))
     }
 
+    /// Gives permits back only if the semaphore exists. See
+    /// [`crate::Semaphore::release_if_exists`].
+    ///
+    /// ```no_run
+    /// # let client = redisson_lock::blocking::LockClient::connect("redis://127.0.0.1:6379")?;
+    /// let given = client.semaphore("pool").release_if_exists(1)?;
+    /// # let _ = given; Ok::<(), redisson_lock::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::Semaphore::release_if_exists`].
+    pub fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        self.runtime.block_on(self.inner.release_if_exists(permits))
+    }
+
     /// Adds (or, negative, takes away) permits. See [`crate::Semaphore::add_permits`].
     ///
     /// ```no_run

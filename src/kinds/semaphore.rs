@@ -180,6 +180,36 @@ impl Semaphore {
         self.change(permits.into()).await
     }
 
+    /// Gives `permits` back only if the semaphore exists (Redisson 4's `releaseIfExists`):
+    /// `false`, and nothing changed, if its key does not (deleted, or never set).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::LockClient) -> redisson_lock::Result<()> {
+    /// let given = client.semaphore("pool").release_if_exists(1).await?;
+    /// # let _ = given; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`release`](Semaphore::release).
+    ///
+    /// # Cancel safety
+    /// As [`release`](Semaphore::release).
+    pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        if permits == 0 {
+            return Err(Error::InvalidArgument(
+                "a semaphore release gives back at least 1 permit".into(),
+            ));
+        }
+        self.lock.check()?;
+        let core = &self.engine().core;
+        let (protocol, key, channel) = (&core.protocol, self.lock.key(), &self.channel());
+        let by = i64::from(permits);
+        let sent = core.latches.send_once(key, |latch| async move {
+            semaphore::release_if_exists(protocol, key, channel, &latch, by).await
+        });
+        Ok(sent.await.map_err(|e| self.error(e))?.is_some())
+    }
+
     /// Adds `permits` to the semaphore, or takes them away if negative (Redisson's
     /// `addPermits`; the count may go below zero). Returns the permits available after it.
     ///

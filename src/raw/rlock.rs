@@ -158,9 +158,22 @@ pub(super) async fn written(
     key: &str,
     what: &'static str,
 ) -> RedisResult<i64> {
+    Ok(i64::from_redis_value(
+        written_value(p, script, cmd, key, what).await?,
+    )?)
+}
+
+/// [`written`], its answer as the script gave it.
+pub(super) async fn written_value(
+    p: &Protocol,
+    script: &'static Script,
+    cmd: Cmd,
+    key: &str,
+    what: &'static str,
+) -> RedisResult<Value> {
     let (reply, synced) = p.send(Call::script(script, key, cmd)).await?;
     warn_unsynced(synced, key, what);
-    Ok(i64::from_redis_value(reply)?)
+    Ok(reply)
 }
 
 /// A release no replica acknowledged is done at the master; a failover could bring the hold

@@ -14,7 +14,7 @@ use redis::{Cmd, RedisResult};
 use super::protocol::{
     acquire_latch_ttl, AcquireArgs, Protocol, Release, Script, UnlockArgs, LATCH_TTL_MS,
 };
-use super::rlock::{nil_or_pttl, written, AcquireScript};
+use super::rlock::{nil_or_pttl, written, written_value, AcquireScript};
 use super::{Kind, Waiters, Wake};
 use crate::future::BoxFuture;
 
@@ -123,14 +123,42 @@ pub(crate) async fn release(
     latch: &str,
     permits: i64,
 ) -> RedisResult<i64> {
-    let mut cmd = RELEASE.evalsha(3, 6, key.len() + channel.len() + latch.len() + 40);
+    let cmd = release_cmd(p, key, channel, latch, permits, false);
+    written(p, &RELEASE, cmd, key, "semaphore release").await
+}
+
+/// [`release`] only if `key` exists (Redisson 4's `releaseIfExists`): `None` if it did not
+/// (nothing changed).
+pub(crate) async fn release_if_exists(
+    p: &Protocol,
+    key: &str,
+    channel: &str,
+    latch: &str,
+    permits: i64,
+) -> RedisResult<Option<i64>> {
+    let cmd = release_cmd(p, key, channel, latch, permits, true);
+    let reply = written_value(p, &RELEASE, cmd, key, "semaphore release").await?;
+    redis::FromRedisValue::from_redis_value(reply).map_err(Into::into)
+}
+
+/// `EVALSHA semaphore_release 3 key channel latch permits publish latch_ttl if_exists`.
+fn release_cmd(
+    p: &Protocol,
+    key: &str,
+    channel: &str,
+    latch: &str,
+    permits: i64,
+    if_exists: bool,
+) -> Cmd {
+    let mut cmd = RELEASE.evalsha(3, 7, key.len() + channel.len() + latch.len() + 40);
     cmd.arg(key)
         .arg(channel)
         .arg(latch)
         .arg(permits)
         .arg(p.publish_command())
-        .arg(LATCH_TTL_MS);
-    written(p, &RELEASE, cmd, key, "semaphore release").await
+        .arg(LATCH_TTL_MS)
+        .arg(if if_exists { "1" } else { "0" });
+    cmd
 }
 
 /// Sets `key` to `permits` if it does not exist, publishing them (Redisson's
