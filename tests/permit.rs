@@ -199,7 +199,8 @@ async fn the_watchdog_keeps_a_permit_and_a_stopped_holders_comes_back() {
         .await
         .unwrap()
         .expect("the stopped holder's permit came back");
-    assert!(stopped.elapsed() <= WATCHDOG + Duration::from_millis(300));
+    let took = stopped.elapsed();
+    assert!(took <= WATCHDOG + Duration::from_millis(700), "{took:?}");
     back.release().await.unwrap();
 }
 
