@@ -206,7 +206,7 @@ fn parse(name: &str, key: &str, reply: Value) -> Result<LockInfo> {
         LockState::Count => permits
             .into_iter()
             .map(|(id, score)| PermitTaken {
-                id: id.iter().map(|b| format!("{b:02x}")).collect(),
+                id: crate::raw::permit::to_hex(&id),
                 expires_ms: (score < NEVER_EXPIRES).then_some(score as i64),
             })
             .collect(),

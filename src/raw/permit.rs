@@ -16,7 +16,7 @@ use super::protocol::{acquire_latch_ttl, LATCH_TTL_MS};
 use super::protocol::{AcquireArgs, Attempt, Call, Protocol, Release, Script, UnlockArgs};
 use super::rlock::{nil_or_pttl, synced_attempt, written};
 use super::semaphore::permits_message;
-use super::{Kind, Renewal, Waiters};
+use super::{Kind, Renewal};
 use crate::future::BoxFuture;
 
 static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/permit_acquire.lua"));
@@ -52,8 +52,8 @@ pub(crate) fn permit_id(field: &str) -> [u8; 16] {
     id
 }
 
-/// A permit id as Redisson's Java API shows it: its 16 bytes in lower-case hex.
-pub(crate) fn to_hex(id: &[u8; 16]) -> String {
+/// A permit id as Redisson's Java API shows it: its bytes (16 of them) in lower-case hex.
+pub(crate) fn to_hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -89,10 +89,6 @@ impl super::RawLock for PermitSemaphore {
 
     fn channel(&self, key: &str) -> String {
         crate::names::semaphore_channel(key)
-    }
-
-    fn waiters(&self) -> Waiters<'_> {
-        Waiters::Broadcast
     }
 
     fn reads(&self) -> super::Reads {

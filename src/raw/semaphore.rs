@@ -15,7 +15,7 @@ use super::protocol::{
     acquire_latch_ttl, AcquireArgs, Protocol, Release, Script, UnlockArgs, LATCH_TTL_MS,
 };
 use super::rlock::{nil_or_pttl, written, written_value, AcquireScript};
-use super::{Kind, Waiters, Wake};
+use super::{Kind, Wake};
 use crate::future::BoxFuture;
 
 static ACQUIRE: Script = Script::new(include_str!("../../scripts/lua/semaphore_acquire.lua"));
@@ -67,10 +67,6 @@ impl super::RawLock for Semaphore {
 
     fn channel(&self, key: &str) -> String {
         crate::names::semaphore_channel(key)
-    }
-
-    fn waiters(&self) -> Waiters<'_> {
-        Waiters::Broadcast
     }
 
     fn reads(&self) -> super::Reads {
