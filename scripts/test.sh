@@ -53,7 +53,11 @@ CLIENT_ONLY=(chaos faults metrics spans send_sync)
 # `interop_sentinel` (the longest: failovers) runs on the default only.
 INTEROP=(interop interop_cluster interop_kinds interop_sentinel interop_synchronizers interop_events)
 INTEROP_SERVERS=(redis-6.2 valkey-9.1)
-DEFAULT_ONLY=("${CLIENT_ONLY[@]}" interop_sentinel)
+# The model checks (the `model` feature: the engine on shuttle's scheduler against the stand-in
+# server) and the stand-in's differential test against the real scripts: once per run, on the
+# default server (scripts/model.sh runs the models longer).
+MODEL=(model_server)
+DEFAULT_ONLY=("${CLIENT_ONLY[@]}" interop_sentinel "${MODEL[@]}")
 in_list() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
 
 # `--test NAME` for each core suite of server `$1`; the suites left out go to `left_out`.
@@ -84,6 +88,11 @@ for name in "${selected[@]}"; do
         ok=true
         RLOCK_TEST_FULL=1 run cargo test --workspace --all-targets --no-fail-fast || ok=false
         run cargo test --workspace --doc || ok=false
+        # (The feature's own build: its checks, the stand-in's differential test, the models.)
+        cargo clippy --features model --lib --test model --test model_server -- -D warnings || ok=false
+        rm -f target/model-run.txt
+        run cargo test --features model --test model_server --test model -- --nocapture \
+            | tee target/model-run.txt || ok=false
     else
         ok=true
         core_suites "$name"
@@ -100,7 +109,9 @@ for name in "${selected[@]}"; do
         failed+=("$name")
     fi
     if [[ "$name" != "$DEFAULT" ]]; then
-        summary+=("    left to $DEFAULT: the rlock crate, the unit tests, suites ${left_out[*]}")
+        summary+=("    left to $DEFAULT: the rlock crate, the unit tests, the models, suites ${left_out[*]}")
+    elif [[ -f target/model-run.txt ]]; then
+        while IFS= read -r line; do summary+=("    $line"); done < <(grep '^model ' target/model-run.txt)
     fi
     if [[ -f "$skips" ]]; then
         while IFS= read -r line; do summary+=("    $line"); done <"$skips"

@@ -74,6 +74,17 @@ impl LockClient {
         })
     }
 
+    /// A client on the model checks' stand-in server (`model` feature only; `tests/model.rs`):
+    /// `config` as for [`LockClient::with_config`], its server address unused. Under that
+    /// feature the engine runs only inside a shuttle model.
+    #[cfg(feature = "model")]
+    #[doc(hidden)]
+    pub async fn on_model(config: Config, link: crate::model::link::Link) -> Result<LockClient> {
+        Ok(LockClient {
+            engine: Engine::start_model(config, link).await?,
+        })
+    }
+
     /// A handle on the lock named `name` (Redisson's `getLock(name)`). Creating it costs
     /// nothing and sends nothing; the name is checked when the handle is used.
     ///
@@ -334,7 +345,9 @@ impl LockClient {
     /// Releases every lock this client still holds, waits for pending background releases,
     /// deletes the spent unlock latches not yet swept, and stops the client's tasks. Guards
     /// still alive see their lock-lost signal fire; any later operation fails with
-    /// [`Error::Shutdown`](crate::Error::Shutdown). Idempotent.
+    /// [`Error::Shutdown`](crate::Error::Shutdown). Idempotent, and each call waits for the
+    /// background releases sent before it: a call racing the shutdown (an acquire whose hold
+    /// came after it, a waiter that gave up) leaves its hold released by then.
     ///
     /// Release failures (Redis unreachable) are logged, not returned: those locks end when
     /// their lease runs out, since nothing renews them any more.

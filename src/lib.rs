@@ -31,10 +31,14 @@ mod error;
 mod future;
 pub mod inspect;
 mod kinds;
+#[cfg(feature = "model")]
+#[doc(hidden)]
+pub mod model;
 pub mod names;
 pub mod observe;
 mod owner;
 mod raw;
+mod sync;
 mod transport;
 
 pub use client::LockClient;

@@ -226,7 +226,7 @@ impl Target<'_> {
                     continue;
                 }
                 Standing::Answered(Outcome::Acquired(ticket, token)) => {
-                    request.spend();
+                    request.spent().await;
                     let hold = self.hold(lease, ticket);
                     return Ok(Some(Granted { hold, token }));
                 }
@@ -241,6 +241,8 @@ impl Target<'_> {
                     Some(Err(Error::from_redis(self.name, err)))
                 }
                 Standing::Answered(Outcome::Withdrawn) | Standing::Free => None,
+                // (The hand-off's hold is released by the releaser, and the latch spent.)
+                Standing::Answered(Outcome::ShutDown) => return Err(Error::Shutdown),
             };
             // An owner of this client that holds the lock has not sent its unlock yet (it
             // leaves the registry first), and a hand-off in flight registers its waiter before
@@ -301,7 +303,7 @@ impl Target<'_> {
             tokio::select! {
                 _ = &mut notified => {}
                 _ = &mut answered => {}
-                _ = tokio::time::sleep(sleep) => {}
+                _ = crate::sync::time::sleep(sleep) => {}
             }
             if self.shared.is_closed() {
                 return Err(Error::Shutdown);
@@ -330,7 +332,7 @@ impl Target<'_> {
                 }
                 sleep = sleep.min(left);
             }
-            tokio::time::sleep(sleep.saturating_sub(TIMER_TICK)).await;
+            crate::sync::time::sleep(sleep.saturating_sub(TIMER_TICK)).await;
             self.shared.check_open()?;
             match self.attempt(request, owner, lease).await {
                 Ok(Ok(granted)) => return Ok(Some(granted)),
@@ -388,15 +390,20 @@ impl Target<'_> {
                         request.release_late_hold().await;
                         return Ok(Err(0));
                     }
-                    let ticket = self.shared.core.registry.register(
+                    let Some(ticket) = self.shared.core.registry.register(
                         self.raw,
                         self.key,
                         self.name,
                         (owner, request.permits()),
                         lease,
                         since,
-                    );
-                    request.spend();
+                    ) else {
+                        // The client shut down while this attempt was in flight, and its
+                        // shutdown released what was held then: this hold it must not keep.
+                        request.release_late_hold().await;
+                        return Err(Error::Shutdown);
+                    };
+                    request.spent().await;
                     let hold = self.hold(lease, ticket);
                     return Ok(Ok(Granted { hold, token }));
                 }
@@ -424,7 +431,7 @@ impl Target<'_> {
                     if resends < ATTEMPT_RESENDS {
                         resends += 1;
                         tracing::debug!(lock = %self.name, error = %err, "acquire answer lost; re-sending with the same latch");
-                        tokio::time::sleep(RESEND_PAUSE * resends).await;
+                        crate::sync::time::sleep(RESEND_PAUSE * resends).await;
                         continue;
                     }
                     return Err(Error::from_redis(self.name, err));
@@ -450,7 +457,8 @@ impl Drop for Parked<'_> {
         match lock.shared.handoffs().forget(lock.key, &self.place) {
             Forgotten::Unread(Outcome::Acquired(ticket, _)) => {
                 tracing::debug!(lock = %lock.name, "releasing a hold handed to a cancelled waiter");
-                self.request.spend();
+                // (A latch spent after shutdown lingers for its PX here: no await in a drop.)
+                let _ = self.request.spend();
                 lock.hold(self.place.lease(), ticket).abandon();
             }
             Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),
@@ -458,7 +466,7 @@ impl Drop for Parked<'_> {
                 self.request.answered(Instant::now());
             }
             Forgotten::InFlight => self.request.hand_over(),
-            Forgotten::Unread(Outcome::Withdrawn) | Forgotten::Nothing => {}
+            Forgotten::Unread(Outcome::Withdrawn | Outcome::ShutDown) | Forgotten::Nothing => {}
         }
     }
 }

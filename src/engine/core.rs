@@ -2,7 +2,7 @@
 //! owns them with the client's identity, its settings and its background tasks (the release
 //! task, the latch sweeper, the watchdog's thread), from start to shutdown.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -18,10 +18,10 @@ use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::observe::Observe;
 use crate::raw::{Kind, Protocol};
-use crate::transport::connect;
 use crate::transport::naming::ConnName;
 use crate::transport::pubsub::Hub;
 use crate::transport::replica_sync::ReplicaSync;
+use crate::transport::{connect, Connection};
 
 /// How long a shutdown keeps trying to delete spent latches when Redis is not answering (a
 /// connection being re-made after a cut): each would otherwise linger for its PX.
@@ -67,6 +67,14 @@ impl Core {
             if let Some(hold) = job.hold() {
                 self.pending.end(&hold);
             }
+        }
+    }
+
+    /// Queues the spent `latch` for the sweeper, or after shutdown (no sweeper runs then)
+    /// deletes it now.
+    pub(crate) async fn retire(&self, latch: String) {
+        if self.latches.retire(latch) {
+            self.latches.sweep(&self.protocol).await;
         }
     }
 
@@ -193,7 +201,16 @@ impl Engine {
             &config.service_name(),
             config.prompt_loss_detection(),
         ));
-        let mut conn = connect::open(&config, None).await?;
+        let conn = connect::open(&config, None).await?;
+        Engine::start_on(config, client_id, conn).await
+    }
+
+    /// Starts the engine of client `client_id` on `conn`, as `config` says.
+    async fn start_on(
+        config: Config,
+        client_id: String,
+        mut conn: Connection,
+    ) -> Result<Arc<Engine>> {
         let mode = connect::publish_mode(&mut conn, &config).await?;
         let replica_sync = ReplicaSync::new(&config, conn.counts_replicas());
         connect::check_replica_sync(&mut conn, replica_sync.as_deref()).await?;
@@ -229,15 +246,15 @@ impl Engine {
             loss: Arc::new(LossWatch::new(keyspace)),
         };
         if config.prompt_loss_detection() {
-            tokio::spawn(LossWatch::run(
+            crate::sync::spawn(LossWatch::run(
                 core.clone(),
                 client_id.clone(),
                 tasks.clone(),
             ));
         }
         spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
-        tokio::spawn(release::run_release_task(core.clone(), rx));
-        tokio::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));
+        crate::sync::spawn(release::run_release_task(core.clone(), rx));
+        crate::sync::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));
         tracing::debug!(client_id, "lock client connected");
         Ok(Arc::new(Engine {
             config,
@@ -257,12 +274,23 @@ impl Engine {
         let mut shut = self.shut.subscribe();
         if !self.closed.swap(true, Ordering::AcqRel) {
             let engine = self.clone();
-            tokio::spawn(async move {
+            crate::sync::spawn(async move {
                 engine.close().await;
                 engine.shut.send_replace(true);
             });
         }
         let _ = shut.wait_for(|shut| *shut).await;
+        // Work handed to the release task since (a call that ended while the shutdown ran
+        // settles its acquire there) is waited for too: every shutdown call returns with
+        // nothing of this client's left held.
+        self.flush().await;
+    }
+
+    /// Waits until the release task has finished every job sent before.
+    async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        self.send_job(Job::Flush(done));
+        let _ = flushed.await;
     }
 
     async fn close(&self) {
@@ -270,9 +298,8 @@ impl Engine {
         for held in self.core.registry.drain() {
             self.core.release_holds(&held);
         }
-        let (done, flushed) = oneshot::channel();
-        self.send_job(Job::Flush(done));
-        let _ = flushed.await;
+        self.flush().await;
+        self.core.latches.close();
         // The sweeper's last sweep may have met the fault that made this shutdown (a cut
         // connection is still reconnecting): try again, pausing, for a bounded time.
         self.core
@@ -283,10 +310,41 @@ impl Engine {
     }
 }
 
+/// A client's engine on the model checks' stand-in server (`model` feature only).
+#[cfg(feature = "model")]
+impl Engine {
+    /// Starts an engine as `config` says, on `link` instead of the server `config` names.
+    pub(crate) async fn start_model(
+        config: Config,
+        link: crate::model::link::Link,
+    ) -> Result<Arc<Engine>> {
+        config.validate()?;
+        let client_id = uuid::Uuid::new_v4().to_string();
+        Engine::start_on(config, client_id, Connection::Model(link)).await
+    }
+}
+
+/// The watchdog under a model: a task of the client's, on the client's connection (a model
+/// has no threads of its own to give it; shuttle decides when it runs).
+#[cfg(feature = "model")]
+async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
+    let watchdog = Watchdog {
+        protocol: core.protocol.clone(),
+        core,
+        lease: config.watchdog_timeout(),
+        interval: config.renewal_interval(),
+        batch_size: config.renewal_batch_size(),
+        hold_warning: config.hold_warning(),
+    };
+    crate::sync::spawn(watchdog.run(shutdown));
+    Ok(())
+}
+
 /// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
 /// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
 /// long computation) must not stall renewal, or its locks would expire under it. (Redisson
 /// renews from Netty's threads for the same reason.) Returns once the connection is made.
+#[cfg(not(feature = "model"))]
 async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();

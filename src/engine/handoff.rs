@@ -24,12 +24,12 @@
 //! (so other waiters keep seeing the lock as held by this client) before the waiter is woken;
 //! if the waiter has gone meanwhile, the release that made the hand-off undoes it.
 
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -119,6 +119,9 @@ pub(crate) enum Outcome {
     /// Nothing ran for the waiter: the release was abandoned before its write, or the
     /// server did not know the script.
     Withdrawn,
+    /// The acquire took the lock after the client's shutdown had released what it held: the
+    /// release that handed it off releases that hold too, and the waiter's call ends.
+    ShutDown,
 }
 
 /// What a waiter going away leaves behind.
@@ -419,24 +422,22 @@ impl Offer {
                     None
                 }
                 _ if matches!(*state, PlaceState::Gone) => None,
-                Ok(Attempt::Acquired { token }) => {
+                Ok(attempt @ (Attempt::Acquired { .. } | Attempt::Unsynced { .. })) => {
                     let (owner, lease) = (place.owner, place.lease);
-                    let ticket =
-                        holds.register(raw, &self.key, &self.name, (owner, 1), lease, sent_at);
-                    holds.observe.handed_off(holds.about(&ticket));
-                    Some(Outcome::Acquired(ticket, token))
+                    match holds.register(raw, &self.key, &self.name, (owner, 1), lease, sent_at) {
+                        Some(ticket) => match attempt {
+                            Attempt::Acquired { token } => {
+                                holds.observe.handed_off(holds.about(&ticket));
+                                Some(Outcome::Acquired(ticket, token))
+                            }
+                            _ => Some(Outcome::Acquired(ticket, None)),
+                        },
+                        None => {
+                            orphan = Some(orphan_of(true));
+                            Some(Outcome::ShutDown)
+                        }
+                    }
                 }
-                Ok(Attempt::Unsynced { .. }) => Some(Outcome::Acquired(
-                    holds.register(
-                        raw,
-                        &self.key,
-                        &self.name,
-                        (place.owner, 1),
-                        place.lease,
-                        sent_at,
-                    ),
-                    None,
-                )),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
                 Err(err) => Some(Outcome::Failed(err, sent_at)),
             };

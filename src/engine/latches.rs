@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +31,7 @@ const DELS_IN_FLIGHT: usize = 64;
 /// Unlock latches whose answers have been read, waiting for the next sweep.
 #[derive(Default)]
 pub(crate) struct SpentLatches {
-    pending: Mutex<Vec<String>>,
+    pending: Mutex<Pending>,
     /// Signalled when the first latch of a sweep arrives.
     arrived: Notify,
     /// Held by the sweep in flight: a sweep at shutdown must wait for the sweeper's, whose
@@ -47,6 +47,7 @@ impl SpentLatches {
     /// the sends give up.
     pub(crate) async fn send_once<T, Sent>(
         &self,
+        protocol: &Protocol,
         key: &str,
         send: impl Fn(String) -> Sent,
     ) -> redis::RedisResult<T>
@@ -60,23 +61,37 @@ impl SpentLatches {
                 Err(err) if attempt < ONCE_ATTEMPTS && crate::error::is_transient(&err) => {
                     tracing::debug!(key, error = %err, "answer lost; re-sending with the same latch");
                     attempt += 1;
-                    tokio::time::sleep(RESEND_PAUSE).await;
+                    crate::sync::time::sleep(RESEND_PAUSE).await;
                 }
                 answer => {
-                    self.retire(latch);
+                    if self.retire(latch) {
+                        self.sweep(protocol).await;
+                    }
                     return answer;
                 }
             }
         }
     }
 
-    /// Queues a spent latch for deletion (never blocks, never sends).
-    pub(crate) fn retire(&self, latch: String) {
+    /// Queues a spent latch for deletion (never blocks, never sends). `true` once the client
+    /// has shut down: no sweeper runs then, and the caller sweeps ([`Core::retire`]).
+    ///
+    /// [`Core::retire`]: crate::engine::Core::retire
+    #[must_use = "after shutdown the caller sweeps"]
+    pub(crate) fn retire(&self, latch: String) -> bool {
         let mut pending = self.pending.lock();
-        pending.push(latch);
-        if pending.len() == 1 {
+        pending.latches.push(latch);
+        if pending.latches.len() == 1 {
             self.arrived.notify_one();
         }
+        pending.closed
+    }
+
+    /// The client shuts down: the sweeper's last sweep comes next, and a latch spent after it
+    /// is for its spender to sweep. (Under the queue's lock: a latch is either queued before
+    /// the last sweep or swept by its spender.)
+    pub(crate) fn close(&self) {
+        self.pending.lock().closed = true;
     }
 
     /// Deletes every latch queued so far, each `DEL` confirmed. A `DEL` that fails puts its
@@ -84,7 +99,7 @@ impl SpentLatches {
     /// whole PX, long after every fault has healed.
     pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
         let _sweeping = self.sweeping.lock().await;
-        let mut spent = std::mem::take(&mut *self.pending.lock());
+        let mut spent = std::mem::take(&mut self.pending.lock().latches);
         // (One `DEL`'s keys must be ones the topology lets share a call.)
         let batches = protocol
             .connection()
@@ -103,7 +118,7 @@ impl SpentLatches {
             for (batch, deleted) in join_all(deletes).await {
                 if deleted.is_err() {
                     swept = false;
-                    self.pending.lock().extend_from_slice(batch);
+                    self.pending.lock().latches.extend_from_slice(batch);
                 }
             }
         }
@@ -121,15 +136,22 @@ impl SpentLatches {
             }
             if Instant::now() + pause > deadline {
                 tracing::warn!(
-                    latches = self.pending.lock().len(),
+                    latches = self.pending.lock().latches.len(),
                     "spent latches could not be deleted; they expire by themselves"
                 );
                 return false;
             }
-            tokio::time::sleep(pause).await;
+            crate::sync::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(400));
         }
     }
+}
+
+/// The latches waiting for a sweep, and whether the client has shut down.
+#[derive(Default)]
+struct Pending {
+    latches: Vec<String>,
+    closed: bool,
 }
 
 /// Deletes spent latches a sweep at a time until `shutdown`, then once more.
@@ -148,7 +170,7 @@ pub(crate) async fn run_latch_sweeper(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(LATCH_SWEEP) => {}
+            _ = crate::sync::time::sleep(LATCH_SWEEP) => {}
             _ = shutdown.cancelled() => {}
         }
         swept = latches.sweep(&protocol).await;

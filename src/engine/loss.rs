@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -196,7 +196,7 @@ impl LossWatch {
         due.dedup_by_key(|e| Arc::as_ptr(e));
         for entry in due {
             let (core, client_id, checks) = (core.clone(), client_id.clone(), checks.clone());
-            tokio::spawn(async move {
+            crate::sync::spawn(async move {
                 let Ok(_turn) = checks.acquire().await else {
                     return;
                 };
@@ -248,7 +248,7 @@ fn may_be_gone(event: &[u8]) -> bool {
 /// Sleeps until `at` (forever without one).
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+        Some(at) => crate::sync::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

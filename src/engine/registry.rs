@@ -13,14 +13,14 @@
 //! key (8 bytes a lock), holding the first owner of each key; further owners of a key (rare: a
 //! stale holder of this client not told yet, shared holds) wait in a short list.
 
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -146,6 +146,9 @@ struct Table {
     more: Vec<Arc<Entry>>,
     /// Nodes with watchdog holds (kept as they change, so counting them scans nothing).
     renewed: usize,
+    /// Drained by shutdown: nothing registers any more (a hold acquired after the drain
+    /// would escape the shutdown's releases).
+    closed: bool,
 }
 
 impl Table {
@@ -189,7 +192,10 @@ impl Table {
         }
         if self.len() == 0 {
             // Nothing held any more: give the memory back.
-            *self = Table::default();
+            *self = Table {
+                closed: self.closed,
+                ..Table::default()
+            };
         }
         true
     }
@@ -202,7 +208,7 @@ impl Table {
 /// The table, locked by a method that may change it: on drop, its size goes to the held gauge
 /// (swapped in under the lock, added after it is released).
 struct Changing<'a> {
-    table: Option<parking_lot::MutexGuard<'a, Table>>,
+    table: Option<crate::sync::MutexGuard<'a, Table>>,
     held: &'a HeldGauge,
 }
 
@@ -295,7 +301,8 @@ impl Registry {
     }
 
     /// Records one more hold of `key` (a lock of kind `raw`) by `owner`, taking `permits` (1
-    /// for a lock), acquired with `lease` by a request sent at `sent_at`.
+    /// for a lock), acquired with `lease` by a request sent at `sent_at`. `None` once shutdown
+    /// has drained the registry: the caller releases the hold it took.
     pub(crate) fn register(
         &self,
         raw: &'static Kind,
@@ -304,8 +311,11 @@ impl Registry {
         (owner, permits): (Owner, u32),
         lease: Lease,
         sent_at: Instant,
-    ) -> Ticket {
+    ) -> Option<Ticket> {
         let mut table = self.change();
+        if table.closed {
+            return None;
+        }
         // (One owner may hold both halves of a read-write lock: one node each.)
         let found = (table.of_key(key))
             .find(|n| n.owner == owner && n.raw == raw)
@@ -347,7 +357,7 @@ impl Registry {
             }
         }
         node.update_clock(self.watchdog_lease);
-        node
+        Some(node)
     }
 
     /// Gives up one hold. Renewal of the entry stops at once when it was the last.
@@ -426,13 +436,25 @@ impl Registry {
         }
     }
 
-    /// Removes every entry (shutdown), firing their signals; returns what was held.
+    /// Removes every entry (shutdown), firing their signals, and closes the registry: a hold
+    /// acquired from now on is not registered ([`Registry::register`]). Returns what was held.
     pub(crate) fn drain(&self) -> Vec<LostHold> {
-        let table = std::mem::take(&mut *self.change());
+        let table = {
+            let mut table = self.change();
+            // (Under the lock: a surrender that finds its entry still registered must find it
+            // in the table it changes, or it would count against an empty one.)
+            for node in table.nodes() {
+                node.registered.store(false, Relaxed);
+            }
+            let closed = Table {
+                closed: true,
+                ..Table::default()
+            };
+            std::mem::replace(&mut *table, closed)
+        };
         let taken = (table.first.into_iter().map(|b| b.0))
             .chain(table.more)
             .map(|node| {
-                node.registered.store(false, Relaxed);
                 let holds = node.holds();
                 (node, holds, LostReason::Shutdown)
             })

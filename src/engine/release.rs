@@ -12,14 +12,13 @@
 //! a dropped caller hands to the release task ([`Job::Finish`]).
 //! Spent latches go to [`SpentLatches`](crate::engine::latches::SpentLatches).
 
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::{JoinSet, Mutex};
 use tokio::sync::{mpsc, oneshot, Notify};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::engine::handoff::Offer;
@@ -91,7 +90,7 @@ impl PendingReleases {
             }
             match deadline {
                 Some(deadline) => {
-                    if tokio::time::timeout_at(deadline, done).await.is_err() {
+                    if crate::sync::time::timeout_at(deadline, done).await.is_err() {
                         return !self.is_pending(hold);
                     }
                 }
@@ -151,41 +150,75 @@ impl Unlock {
     pub(crate) async fn run(
         &self,
         ctx: &Core,
-        mut offer: Option<Offer>,
+        offer: Option<Offer>,
+    ) -> redis::RedisResult<(Release, Instant)> {
+        let Some(offer) = offer else {
+            return self.run_alone(ctx, 1).await;
+        };
+        let channel = self.raw.channel(&self.key);
+        let latch = names::unlock_latch(&self.key, &self.request_id);
+        let sent_at = Instant::now();
+        match self
+            .hand_off(ctx, self.args(&channel, &latch), offer, sent_at)
+            .await
+        {
+            Ok(release) => {
+                ctx.retire(latch).await;
+                Ok((release, sent_at))
+            }
+            Err(err) if crate::error::is_transient(&err) => {
+                tracing::debug!(lock = %self.name, error = %err, "unlock reply lost; re-sending with the same latch");
+                crate::sync::time::sleep(RETRY_PAUSE).await;
+                self.run_alone(ctx, 2).await
+            }
+            Err(err) => {
+                ctx.retire(latch).await;
+                Err(err)
+            }
+        }
+    }
+
+    /// The unlock's sends from its `attempt`th on, without a hand-off (see [`Unlock::run`]).
+    async fn run_alone(
+        &self,
+        ctx: &Core,
+        mut attempt: u32,
     ) -> redis::RedisResult<(Release, Instant)> {
         let channel = self.raw.channel(&self.key);
         let latch = names::unlock_latch(&self.key, &self.request_id);
-        let args = UnlockArgs {
-            key: &self.key,
-            channel: &channel,
-            latch: &latch,
-            lease_ms: self.lease_ms,
-            field: &self.field,
-            permits: self.permits,
-        };
-        let mut attempt = 1;
         loop {
             let sent_at = Instant::now();
-            let reply = match offer.take() {
-                None => self.raw.unlock(&ctx.protocol, args).await,
-                Some(offer) => self.hand_off(ctx, args, offer, sent_at).await,
-            };
-            match reply {
+            match self
+                .raw
+                .unlock(&ctx.protocol, self.args(&channel, &latch))
+                .await
+            {
                 Ok(release) => {
-                    ctx.latches.retire(latch);
+                    ctx.retire(latch).await;
                     return Ok((release, sent_at));
                 }
                 Err(err) if attempt < UNLOCK_ATTEMPTS && crate::error::is_transient(&err) => {
                     tracing::debug!(lock = %self.name, error = %err, "unlock reply lost; re-sending with the same latch");
                     attempt += 1;
-                    tokio::time::sleep(RETRY_PAUSE).await;
+                    crate::sync::time::sleep(RETRY_PAUSE).await;
                 }
                 Err(err) => {
                     // No re-send follows: whether or not a send ran, its latch is spent.
-                    ctx.latches.retire(latch);
+                    ctx.retire(latch).await;
                     return Err(err);
                 }
             }
+        }
+    }
+
+    fn args<'a>(&'a self, channel: &'a str, latch: &'a str) -> UnlockArgs<'a> {
+        UnlockArgs {
+            key: &self.key,
+            channel,
+            latch,
+            lease_ms: self.lease_ms,
+            field: &self.field,
+            permits: self.permits,
         }
     }
 
@@ -223,7 +256,15 @@ impl Unlock {
                 1, // (kinds that hand off take one hold per acquire)
             );
             let job = if orphan.acquired {
-                ctx.latches.retire(orphan.latch.to_string());
+                ctx.retire(orphan.latch.to_string()).await;
+                if ctx.handoffs.is_closed() {
+                    // (The waiter's call ends at shutdown: this release leaves nothing
+                    // behind it.)
+                    if let Err(err) = undo.run_alone(ctx, 1).await {
+                        tracing::warn!(lock = %self.name, error = %err, "releasing a hold taken after shutdown failed; it ends with its lease");
+                    }
+                    return release;
+                }
                 Job::Unlock(undo)
             } else {
                 Job::Resolve(Unsettled {
@@ -316,7 +357,7 @@ pub(crate) async fn run_release_task(ctx: Core, mut jobs: mpsc::UnboundedReceive
 }
 
 /// Runs `job` on a task of its own, counted as pending from its send until the task ends.
-fn spawn_job(ctx: &Core, running: &mut JoinSet<()>, job: Job) {
+fn spawn_job(ctx: &Core, running: &mut JoinSet, job: Job) {
     let done = job.hold().map(|hold| Done(ctx.pending.clone(), hold));
     let work = run_job(ctx.clone(), job);
     running.spawn(async move {
@@ -386,7 +427,7 @@ async fn resolve(ctx: &Core, unsettled: Unsettled) {
                     && Instant::now() < deadline
                     && !ctx.handoffs.is_closed() =>
             {
-                tokio::time::sleep(pause).await;
+                crate::sync::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }
             Err(err) => {
@@ -427,7 +468,7 @@ pub(crate) async fn withdrawn(
 /// Releases the hold an acquire took for a caller that is gone, and spends its latch.
 async fn undo(ctx: &Core, unsettled: &Unsettled) {
     release_quietly(ctx, &unsettled.unlock).await;
-    ctx.latches.retire(unsettled.latch.to_string());
+    ctx.retire(unsettled.latch.to_string()).await;
 }
 
 async fn release_quietly(ctx: &Core, unlock: &Unlock) {

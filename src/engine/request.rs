@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::engine::handoff::LatchCell;
@@ -164,10 +164,19 @@ impl AcquireRequest {
     }
 
     /// The call's hold was taken and is accounted for (a guard, or a release): its answer is
-    /// known and the latch is spent.
-    pub(crate) fn spend(&self) {
+    /// known and the latch is spent. `true` after shutdown: the caller deletes it
+    /// ([`SpentLatches::sweep`](crate::engine::latches::SpentLatches::sweep)).
+    pub(crate) fn spend(&self) -> bool {
         self.state.lock().unanswered_since = None;
-        self.shared.core.latches.retire(self.latch().to_string());
+        self.shared.core.latches.retire(self.latch().to_string())
+    }
+
+    /// [`AcquireRequest::spend`], deleting the latch at once after shutdown.
+    pub(crate) async fn spent(&self) {
+        if self.spend() {
+            let core = &self.shared.core;
+            core.latches.sweep(&core.protocol).await;
+        }
     }
 
     /// The hold just taken came too late to use: releases it, and gives later attempts of the
@@ -175,12 +184,15 @@ impl AcquireRequest {
     /// for it, or it would count the owner's hold twice. (The release task runs it, so a
     /// cancelled wait still releases.)
     pub(crate) fn release_late_hold(&self) -> impl std::future::Future<Output = ()> {
-        self.spend();
+        let sweep = self.spend().then(|| self.shared.core.clone());
         *self.latch.lock() = fresh_latch(&self.key);
         let (done, released) = tokio::sync::oneshot::channel();
         self.shared.send_job(Job::UnlockThen(self.unlock(), done));
         async move {
             let _ = released.await;
+            if let Some(core) = sweep {
+                core.latches.sweep(&core.protocol).await;
+            }
         }
     }
 

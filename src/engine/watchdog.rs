@@ -44,7 +44,7 @@ impl Watchdog {
             let deadline = self.core.registry.next_lease_deadline();
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep_until(next_cycle) => {
+                _ = crate::sync::time::sleep_until(next_cycle) => {
                     let started = Instant::now();
                     self.renew_all().await;
                     next_cycle = started + self.interval;
@@ -253,7 +253,7 @@ fn with_entries<R>(
 
 async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
+        Some(d) => crate::sync::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }

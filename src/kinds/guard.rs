@@ -125,7 +125,7 @@ impl LockGuard {
                     _ = token.cancelled() => return,
                     _ = async {
                         match deadline {
-                            Some(d) => tokio::time::sleep_until(d).await,
+                            Some(d) => crate::sync::time::sleep_until(d).await,
                             None => std::future::pending().await,
                         }
                     } => {}

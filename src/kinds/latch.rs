@@ -111,9 +111,11 @@ impl CountDownLatch {
         self.check()?;
         let core = &self.lock.engine().core;
         let (protocol, key, channel) = (&core.protocol, self.lock.key(), &self.channel());
-        let sent = core.latches.send_once(key, |request| async move {
-            latch::count_down(protocol, key, channel, &request).await
-        });
+        let sent = core
+            .latches
+            .send_once(&core.protocol, key, |request| async move {
+                latch::count_down(protocol, key, channel, &request).await
+            });
         sent.await.map_err(|e| self.error(e))
     }
 
@@ -198,7 +200,7 @@ impl CountDownLatch {
         let subscribe = engine.core.hub.subscribe(&channel, latch::latch_message);
         let subscription = match deadline {
             None => subscribe.await,
-            Some(deadline) => match tokio::time::timeout_at(deadline, subscribe).await {
+            Some(deadline) => match crate::sync::time::timeout_at(deadline, subscribe).await {
                 Ok(subscription) => subscription,
                 Err(_) => return Ok(self.count().await? <= 0),
             },
@@ -221,7 +223,7 @@ impl CountDownLatch {
             }
             tokio::select! {
                 _ = &mut notified => {}
-                _ = tokio::time::sleep(sleep) => {}
+                _ = crate::sync::time::sleep(sleep) => {}
             }
             engine.check_open()?;
         }

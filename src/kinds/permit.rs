@@ -158,9 +158,11 @@ impl PermitExpirableSemaphore {
         self.lock.check()?;
         let core = &self.engine().core;
         let (protocol, key) = (&core.protocol, self.lock.key());
-        let sent = core.latches.send_once(key, |latch| async move {
-            permit::release(protocol, key, &latch, &id).await
-        });
+        let sent = core
+            .latches
+            .send_once(&core.protocol, key, |latch| async move {
+                permit::release(protocol, key, &latch, &id).await
+            });
         Ok(sent.await.map_err(|e| self.error(e))? == 1)
     }
 
@@ -280,9 +282,11 @@ impl PermitExpirableSemaphore {
         self.lock.check()?;
         let core = &self.engine().core;
         let (protocol, key) = (&core.protocol, self.lock.key());
-        let sent = core.latches.send_once(key, |latch| async move {
-            permit::add(protocol, key, &latch, permits).await
-        });
+        let sent = core
+            .latches
+            .send_once(&core.protocol, key, |latch| async move {
+                permit::add(protocol, key, &latch, permits).await
+            });
         sent.await.map_err(|e| self.error(e))
     }
 

@@ -204,9 +204,11 @@ impl Semaphore {
         let core = &self.engine().core;
         let (protocol, key, channel) = (&core.protocol, self.lock.key(), &self.channel());
         let by = i64::from(permits);
-        let sent = core.latches.send_once(key, |latch| async move {
-            semaphore::release_if_exists(protocol, key, channel, &latch, by).await
-        });
+        let sent = core
+            .latches
+            .send_once(&core.protocol, key, |latch| async move {
+                semaphore::release_if_exists(protocol, key, channel, &latch, by).await
+            });
         Ok(sent.await.map_err(|e| self.error(e))?.is_some())
     }
 
@@ -303,9 +305,11 @@ impl Semaphore {
         self.lock.check()?;
         let core = &self.engine().core;
         let (protocol, key, channel) = (&core.protocol, self.lock.key(), &self.channel());
-        let sent = core.latches.send_once(key, |latch| async move {
-            semaphore::release(protocol, key, channel, &latch, by).await
-        });
+        let sent = core
+            .latches
+            .send_once(&core.protocol, key, |latch| async move {
+                semaphore::release(protocol, key, channel, &latch, by).await
+            });
         sent.await.map_err(|e| self.error(e))
     }
 }

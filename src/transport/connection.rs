@@ -34,6 +34,10 @@ pub(crate) enum Connection {
     Cluster(ClusterConnection, Arc<Topology>, Arc<Direct>),
     /// The master Redis Sentinel names, followed through failovers.
     Sentinel(SentinelConnection),
+    /// The model checks' in-memory stand-in for one server (`model` feature only): in every
+    /// other respect a standalone server.
+    #[cfg(feature = "model")]
+    Model(crate::model::link::Link),
 }
 
 impl Connection {
@@ -41,8 +45,8 @@ impl Connection {
     /// cluster only keys of one slot.
     pub(crate) fn grouping(&self) -> Grouping {
         match self {
-            Connection::Standalone(_) | Connection::Sentinel(_) => Grouping::Any,
             Connection::Cluster(..) => Grouping::BySlot,
+            _ => Grouping::Any,
         }
     }
 
@@ -52,6 +56,8 @@ impl Connection {
             Connection::Standalone(_) => "standalone",
             Connection::Cluster(..) => "cluster",
             Connection::Sentinel(_) => "sentinel",
+            #[cfg(feature = "model")]
+            Connection::Model(_) => "model",
         }
     }
 
@@ -62,7 +68,12 @@ impl Connection {
     /// Whether this topology counts replicas for writes to `WAIT` for (a standalone server
     /// never does, as Redisson's single-server mode sends no `WAIT`).
     pub(crate) fn counts_replicas(&self) -> bool {
-        !matches!(self, Connection::Standalone(_))
+        match self {
+            Connection::Standalone(_) => false,
+            #[cfg(feature = "model")]
+            Connection::Model(_) => false,
+            _ => true,
+        }
     }
 
     /// How many replicas a write to `key` should `WAIT` for: those connected to its master,
@@ -71,7 +82,7 @@ impl Connection {
         match self {
             Connection::Sentinel(conn) => Some(conn.replicas()),
             Connection::Cluster(_, topology, _) => topology.replicas_for(key),
-            Connection::Standalone(_) => None,
+            _ => None,
         }
     }
 
@@ -237,7 +248,7 @@ impl Connection {
                 topology.acked(key, acks);
                 true
             }
-            Connection::Standalone(_) => true,
+            _ => true,
         }
     }
 
@@ -286,6 +297,8 @@ impl Connection {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
                 conn.route_command(cmd.clone(), routing).await?
             }
+            #[cfg(feature = "model")]
+            Connection::Model(conn) => conn.req_packed_command(cmd).await?,
         };
         reply.extract_error()
     }
@@ -328,9 +341,9 @@ impl Connection {
     /// waited for).
     pub(super) fn shared_wait(&self) -> Option<&Arc<SharedWait>> {
         match self {
-            Connection::Standalone(_) => None,
             Connection::Cluster(_, _, direct) => Some(&direct.shared_wait),
             Connection::Sentinel(conn) => Some(conn.shared_wait()),
+            _ => None,
         }
     }
 
@@ -367,6 +380,8 @@ impl ConnectionLike for Connection {
                 None => conn.req_packed_command(cmd),
             },
             Connection::Sentinel(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "model")]
+            Connection::Model(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -389,6 +404,8 @@ impl ConnectionLike for Connection {
                 None => conn.req_packed_commands(cmd, offset, count),
             },
             Connection::Sentinel(conn) => conn.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "model")]
+            Connection::Model(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -397,6 +414,8 @@ impl ConnectionLike for Connection {
             Connection::Standalone(conn) => conn.get_db(),
             Connection::Sentinel(conn) => conn.get_db(),
             Connection::Cluster(..) => 0,
+            #[cfg(feature = "model")]
+            Connection::Model(conn) => conn.get_db(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One entry of the registry: one held lock of one owner (its kind, key and owner, how it is
 //! held, its lease clock and lost signal), shared by the registry and its guards.
 
-use std::sync::atomic::{
+use crate::sync::atomic::{
     fence, AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed, Ordering::SeqCst,
 };
 use std::sync::Arc;

@@ -2,10 +2,10 @@
 //! the cancellation token made only when a guard asks for one, and the instant the lease runs
 //! out unless a renewal is confirmed first.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 

@@ -8,14 +8,16 @@ fn owner(field: &str) -> Owner {
 }
 
 fn register(holds: &Registry, key: &str, field: &str, lease: Lease, at: Instant) -> Ticket {
-    holds.register(
-        &RLOCK,
-        &key.into(),
-        &key.into(),
-        (owner(field), 1),
-        lease,
-        at,
-    )
+    holds
+        .register(
+            &RLOCK,
+            &key.into(),
+            &key.into(),
+            (owner(field), 1),
+            lease,
+            at,
+        )
+        .expect("an open registry")
 }
 
 #[test]
@@ -215,4 +217,30 @@ fn a_guard_keeps_24_bytes_and_an_entry_one_allocation_of_at_most_128() {
     assert_eq!(std::mem::size_of::<Option<crate::engine::hold::Hold>>(), 24);
     // The Arc's two counts come on top; glibc serves 120 bytes from a 128-byte chunk.
     assert!(std::mem::size_of::<Entry>() + 16 <= 120);
+}
+
+#[test]
+fn a_drained_registry_registers_nothing_more() {
+    let holds = Registry::default();
+    let now = Instant::now();
+    let a = register(&holds, "k", "u:1", Lease::Watchdog, now);
+    assert_eq!(holds.drain().len(), 1);
+    assert!(!a.is_registered());
+    let late = holds.register(
+        &RLOCK,
+        &"k".into(),
+        &"k".into(),
+        (owner("u:2"), 1),
+        Lease::Watchdog,
+        now,
+    );
+    assert!(
+        late.is_none(),
+        "a hold acquired after shutdown's drain escaped it"
+    );
+    assert_eq!(holds.len(), 0);
+    assert!(matches!(
+        holds.surrender(&a, Lease::Watchdog),
+        Surrender::Lost(None)
+    ));
 }

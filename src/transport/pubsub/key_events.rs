@@ -113,6 +113,9 @@ impl KeyEvents {
             Connection::Standalone(_) => None,
             Connection::Sentinel(sentinel) => Some(sentinel.master().borrow().clone()),
             Connection::Cluster(_, topology, _) => topology.master_of(&self.key),
+            // (Lock events are not modelled: they open a connection of their own.)
+            #[cfg(feature = "model")]
+            Connection::Model(_) => None,
         }
     }
 

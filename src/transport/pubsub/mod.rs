@@ -23,12 +23,12 @@
 //! Waiters also keep a timer on the holder's TTL, so even a lost message costs at most one
 //! lease, never a hang.
 
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,8 @@ use crate::config::{Config, PublishMode};
 use crate::transport::{node_info, Connection};
 
 pub(crate) mod key_events;
+#[cfg(feature = "model")]
+mod model;
 mod sharded;
 mod single;
 
@@ -258,6 +260,11 @@ impl Hub {
             response_timeout,
             conn_name: config.conn_name.clone(),
         });
+        #[cfg(feature = "model")]
+        if let Connection::Model(link) = conn {
+            crate::sync::spawn(model::run(hub.clone(), link, rx, shutdown));
+            return Ok(hub);
+        }
         let connection = config.connection_info()?;
         let redis = connection
             .redis_settings()
@@ -285,6 +292,8 @@ impl Hub {
                 master: sentinel.master(),
             },
             Connection::Standalone(_) => single::Endpoint::Fixed(base),
+            #[cfg(feature = "model")]
+            Connection::Model(_) => unreachable!("the model's hub started above"),
         };
         let mut task = single::HubTask {
             hub: hub.clone(),
@@ -350,7 +359,7 @@ impl Hub {
         };
         if self.connected.load(Ordering::Acquire) {
             let confirmed = subscription.ready.wait_for(|r| *r);
-            let _ = tokio::time::timeout(self.response_timeout, confirmed).await;
+            let _ = crate::sync::time::timeout(self.response_timeout, confirmed).await;
         }
         subscription
     }
