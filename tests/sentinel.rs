@@ -97,6 +97,11 @@ async fn an_unknown_master_name_is_refused_at_connect() {
 /// there and is woken by the unlock published there, and new locks are written there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
+    if !support::server_info::runs_failovers(
+        "sentinel::a_failover_moves_holders_waiters_and_writes_to_the_new_master",
+    ) {
+        return;
+    }
     let _exclusive = SentinelGroup::exclusive().await;
     let spans = support::spans::install();
     // (A lease that outlasts the failover's window, in which renewals still reach the old
@@ -531,6 +536,11 @@ async fn a_replica_in_full_resync_is_not_waited_for() {
 /// there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_master_is_left_behind_and_nothing_is_written_there() {
+    if !support::server_info::runs_failovers(
+        "sentinel::a_frozen_master_is_left_behind_and_nothing_is_written_there",
+    ) {
+        return;
+    }
     let _exclusive = SentinelGroup::exclusive().await;
     let lease = Duration::from_secs(8);
     let quick = |c: Config| {
@@ -636,6 +646,11 @@ fn sentinel_connections() -> u64 {
 /// window; a loaded machine adds a few for timeouts and resubscriptions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_asks_the_sentinels_through_one_follower() {
+    if !support::server_info::runs_failovers(
+        "sentinel::a_client_asks_the_sentinels_through_one_follower",
+    ) {
+        return;
+    }
     // (Exclusive: another test's clients would ask too.)
     let _exclusive = SentinelGroup::exclusive().await;
     let client = client_with(|c| c).await;

@@ -154,6 +154,22 @@ pub fn skip(test: &str, reason: &str) {
     }
 }
 
+/// Whether the Sentinel failover runs (a master failed over or frozen, the sentinels' follower
+/// moved) are to run here: on the matrix's default server, or outside `scripts/test.sh`. They
+/// test the client's following of the sentinels, the same on every server; the other servers
+/// run the rest of the Sentinel suite (replica acknowledgement, which the server answers).
+pub fn runs_failovers(test: &str) -> bool {
+    let other_server = std::env::var_os("RLOCK_TEST_SERVER").is_some()
+        && std::env::var_os("RLOCK_TEST_FULL").is_none();
+    if other_server {
+        skip(
+            test,
+            "Sentinel failovers run on the matrix's default server only",
+        );
+    }
+    !other_server
+}
+
 /// Whether the long fault runs (mixed fleets through a failover or a killed master) are to
 /// run here: on the matrix's default server, or outside `scripts/test.sh`. The other servers
 /// of the matrix run the core suites (CI time); these say so with [`skip`].
