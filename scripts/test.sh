@@ -54,9 +54,9 @@ CLIENT_ONLY=(chaos faults metrics spans send_sync)
 INTEROP=(interop interop_cluster interop_kinds interop_sentinel interop_synchronizers interop_events)
 INTEROP_SERVERS=(redis-6.2 valkey-9.1)
 # The model checks (the `model` feature: the engine on shuttle's scheduler against the stand-in
-# server) and the stand-in's differential test against the real scripts: once per run, on the
-# default server (scripts/model.sh runs the models longer).
-MODEL=(model_server)
+# server), the stand-in's differential test against the real scripts and the lease logic on a
+# paused clock: once per run, on the default server (scripts/model.sh runs the models longer).
+MODEL=(model_server lease_time)
 DEFAULT_ONLY=("${CLIENT_ONLY[@]}" interop_sentinel "${MODEL[@]}")
 in_list() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
 
@@ -89,9 +89,11 @@ for name in "${selected[@]}"; do
         RLOCK_TEST_FULL=1 run cargo test --workspace --all-targets --no-fail-fast || ok=false
         run cargo test --workspace --doc || ok=false
         # (The feature's own build: its checks, the stand-in's differential test, the models.)
-        cargo clippy --features model --lib --test model --test model_server -- -D warnings || ok=false
+        cargo clippy --features model --lib --test model --test model_server --test lease_time \
+            -- -D warnings || ok=false
         rm -f target/model-run.txt
-        run cargo test --features model --test model_server --test model -- --nocapture \
+        run cargo test --features model --test model_server --test lease_time --test model \
+            -- --nocapture \
             | tee target/model-run.txt || ok=false
     else
         ok=true

@@ -35,6 +35,8 @@ pub struct Link {
     server: Arc<Server>,
     faults: Option<FaultPlan>,
     sent: Option<SentLog>,
+    /// Signalled to cut the client's pub/sub connection (its hub reconnects).
+    cut: Arc<tokio::sync::Notify>,
 }
 
 impl Link {
@@ -44,6 +46,7 @@ impl Link {
             server,
             faults: None,
             sent: None,
+            cut: Arc::default(),
         }
     }
 
@@ -57,6 +60,17 @@ impl Link {
     pub fn with_sent_log(mut self, log: SentLog) -> Link {
         self.sent = Some(log);
         self
+    }
+
+    /// Cuts the pub/sub connection of the client on this link, as a network fault would: what
+    /// is published until its hub has subscribed again is lost to it.
+    pub fn cut_pubsub(&self) {
+        self.cut.notify_one();
+    }
+
+    /// Resolves when [`Link::cut_pubsub`] is called.
+    pub(crate) async fn pubsub_cut(&self) {
+        self.cut.notified().await;
     }
 
     /// The server this link reaches.
@@ -73,12 +87,12 @@ impl Link {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(args.clone());
         }
-        shuttle::future::yield_now().await;
+        crate::sync::yield_now().await;
         if fault == Fault::Refuse {
             return Err(dropped());
         }
         let reply = self.server.call(&args);
-        shuttle::future::yield_now().await;
+        crate::sync::yield_now().await;
         match (fault, reply) {
             (Fault::LoseReply, _) => Err(dropped()),
             (_, Ok(value)) => Ok(value),

@@ -17,8 +17,14 @@ fn sha(code: &str) -> Vec<u8> {
     redis::Script::new(code).get_hash().as_bytes().to_vec()
 }
 
-fn acquire_sha() -> Vec<u8> {
-    sha(include_str!("../../scripts/lua/acquire.lua"))
+/// The SHA of `scripts/lua/<name>.lua`.
+pub fn script_sha(name: &str) -> Vec<u8> {
+    let code = match name {
+        "acquire" => include_str!("../../scripts/lua/acquire.lua"),
+        "fair_acquire" => include_str!("../../scripts/lua/fair_acquire.lua"),
+        other => panic!("no script {other} in the models' list"),
+    };
+    sha(code)
 }
 
 fn renew_shas() -> [Vec<u8>; 2] {
@@ -28,10 +34,10 @@ fn renew_shas() -> [Vec<u8>; 2] {
     ]
 }
 
-/// Loses the reply of the first RLock acquire of `key` (the script ran; the caller sees a
-/// dropped connection).
-pub fn lose_first_reply(key: &'static [u8]) -> Faults {
-    let acquire = acquire_sha();
+/// Loses the reply of the first call of the script `script` (`scripts/lua/<script>.lua`) on
+/// `key` (the script ran; the caller sees a dropped connection).
+pub fn lose_first_reply(script: &str, key: &'static [u8]) -> Faults {
+    let acquire = script_sha(script);
     let done = AtomicBool::new(false);
     Arc::new(move |args: &[Vec<u8>]| {
         let is_acquire = args.len() > 3 && args[1] == acquire && args[3] == key;
@@ -123,4 +129,19 @@ pub fn assert_no_unlock_latch_left(server: &Server) {
         left.is_empty(),
         "unlock latches left after shutdown: {left:?}"
     );
+}
+
+/// Nobody is queued for the fair lock `key`: its queue and deadlines are gone.
+pub fn assert_queue_empty(server: &Server, key: &str) {
+    let state = server.snapshot();
+    for queue in [
+        format!("redisson_lock_queue:{{{key}}}"),
+        format!("redisson_lock_timeout:{{{key}}}"),
+    ] {
+        assert!(
+            !state.contains_key(queue.as_bytes()),
+            "{queue} is left: {:?}",
+            state.get(queue.as_bytes())
+        );
+    }
 }

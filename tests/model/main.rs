@@ -71,6 +71,11 @@ async fn client(server: &Arc<Server>, faults: Option<models::Faults>) -> LockCli
         .expect("a client on the stand-in")
 }
 
+/// The configuration every model's clients use.
+fn model_config() -> Config {
+    Config::from_url("redis://model.invalid:6379").expect("a valid URL")
+}
+
 /// A client of `server` logging the commands it sends into `sent`.
 async fn client_logged(server: &Arc<Server>, sent: checks::SentLog) -> LockClient {
     let config = Config::from_url("redis://model.invalid:6379").expect("a valid URL");
@@ -133,7 +138,7 @@ fn an_acquire_whose_reply_is_lost_racing_cancellation() {
     explore("a lost acquire reply, re-sent, racing cancellation", || {
         shuttle::future::block_on(async {
             let server = Arc::new(Server::new());
-            let a = client(&server, Some(models::lose_first_reply(b"m2"))).await;
+            let a = client(&server, Some(models::lose_first_reply("acquire", b"m2"))).await;
             let lock = a.lock("m2").with_owner(Owner::new());
             let give_up = choose(8);
             let got = tokio::select! {
@@ -293,4 +298,95 @@ fn shutdown_racing_acquires_unlocks_and_the_sweeper() {
             });
         },
     );
+}
+
+/// #7367 on the fair lock: a waiter queued behind a holder, whose acquire's reply is lost and
+/// re-sent, gives up at any point while the holder releases at any point. The waiter is queued
+/// once and withdrawn once: in the end nobody is left queued, and nothing is left held.
+#[test]
+fn a_fair_waiter_whose_reply_is_lost_racing_cancellation() {
+    explore(
+        "a fair waiter's lost reply, re-sent, racing cancellation",
+        || {
+            shuttle::future::block_on(async {
+                let server = Arc::new(Server::new());
+                let a = client(&server, None).await;
+                let b = client(
+                    &server,
+                    Some(checks::lose_first_reply("fair_acquire", b"m2f")),
+                )
+                .await;
+                let held = a.fair_lock("m2f").lock().await.expect("a free lock");
+                let waiter = b.fair_lock("m2f").with_owner(Owner::new());
+                let give_up = choose(10);
+                let waiting = shuttle::future::spawn(async move {
+                    tokio::select! {
+                        got = waiter.lock() => got.ok(),
+                        _ = pause(give_up) => None,
+                    }
+                });
+                pause(choose(8)).await;
+                held.unlock().await.expect("unlocked");
+                let got = waiting.await.expect("the waiter's task");
+                drop(got);
+                a.shutdown().await;
+                b.shutdown().await;
+                checks::assert_no_lock_left(&server, "m2f");
+                checks::assert_queue_empty(&server, "m2f");
+            });
+        },
+    );
+}
+
+/// A waiter's wake racing its neighbour's withdrawal and a re-subscription (the class of the
+/// fair-lock stall the benchmark once found): two waiters queue behind a holder of a fair
+/// lock; the first gives up at any point, the second's pub/sub connection is cut at any point,
+/// and the holder releases at any point. Timers never fire in this model, so a waiter that
+/// misses the wake-up meant for it sleeps for ever, which shuttle reports as a deadlock: the
+/// second waiter must get the lock.
+#[test]
+fn a_wake_racing_withdrawal_and_resubscription() {
+    explore("a wake racing a withdrawal and a re-subscription", || {
+        redisson_lock::model::set_timers(false);
+        shuttle::future::block_on(async {
+            let server = Arc::new(Server::new());
+            let a = client(&server, None).await;
+            let b = client(&server, None).await;
+            let link = Link::new(server.clone());
+            let c = LockClient::on_model(model_config(), link.clone())
+                .await
+                .expect("a client on the stand-in");
+            let held = a.fair_lock("m6").lock().await.expect("a free lock");
+            let first = b.fair_lock("m6");
+            let give_up = choose(12);
+            let first = shuttle::future::spawn(async move {
+                tokio::select! {
+                    got = first.lock() => got.ok(),
+                    _ = pause(give_up) => None,
+                }
+            });
+            let second = c.fair_lock("m6");
+            let second = shuttle::future::spawn(async move { second.lock().await });
+            let cut_at = choose(12);
+            shuttle::future::spawn(async move {
+                pause(cut_at).await;
+                link.cut_pubsub();
+            });
+            pause(choose(12)).await;
+            held.unlock().await.expect("unlocked");
+            if let Some(guard) = first.await.expect("the first waiter's task") {
+                guard.unlock().await.expect("unlocked");
+            }
+            let guard = second
+                .await
+                .expect("the second waiter's task")
+                .expect("the second waiter gets the lock");
+            guard.unlock().await.expect("unlocked");
+            for client in [a, b, c] {
+                client.shutdown().await;
+            }
+            checks::assert_no_lock_left(&server, "m6");
+        });
+        redisson_lock::model::set_timers(true);
+    });
 }

@@ -58,6 +58,13 @@ pub enum Op {
         name: usize,
         publish: &'static str,
     },
+    /// A spin lock's unlock: RLock's without the message.
+    SpinUnlock {
+        name: usize,
+        owner: usize,
+        latch: u32,
+        lease: u64,
+    },
     /// The watchdog's renewal of `(name, owner)`s, keys declared or (`across`) in ARGV.
     Renew {
         entries: Vec<(usize, usize)>,
@@ -166,6 +173,17 @@ impl Op {
                     .arg(OWNERS[owner])
                     .arg(publish)
                     .arg(LATCH_TTL_MS);
+                cmd
+            }
+            Op::SpinUnlock {
+                name,
+                owner,
+                latch,
+                lease,
+            } => {
+                let mut cmd = evalsha("spin_unlock", 2);
+                cmd.arg(NAMES[name]).arg(unlock_latch(name, latch));
+                cmd.arg(lease).arg(OWNERS[owner]).arg(LATCH_TTL_MS);
                 cmd
             }
             Op::ForceUnlock { name, publish } => {

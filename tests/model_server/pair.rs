@@ -54,15 +54,21 @@ impl Pair {
             }
         }
         let mut real = server.conn();
-        for script in ["acquire", "unlock", "force_unlock", "renew", "renew_across"]
-            .into_iter()
-            .chain([
-                "fair_acquire",
-                "fair_unlock",
-                "fair_withdraw",
-                "fair_force_unlock",
-            ])
-        {
+        for script in [
+            "acquire",
+            "unlock",
+            "spin_unlock",
+            "force_unlock",
+            "renew",
+            "renew_across",
+        ]
+        .into_iter()
+        .chain([
+            "fair_acquire",
+            "fair_unlock",
+            "fair_withdraw",
+            "fair_force_unlock",
+        ]) {
             let _: String = (redis::cmd("SCRIPT")
                 .arg("LOAD")
                 .arg(crate::support::script(script)))

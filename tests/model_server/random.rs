@@ -46,6 +46,7 @@ impl Rng {
 const RLOCK: &[(&str, u64)] = &[
     ("acquire", 24),
     ("unlock", 18),
+    ("spin_unlock", 6),
     ("renew", 6),
     ("force_unlock", 3),
     ("plain", 10),
@@ -140,6 +141,15 @@ impl Gen {
                     latch,
                     lease,
                     publish,
+                }
+            }
+            "spin_unlock" => {
+                let latch = self.latch(true, name, owner);
+                Op::SpinUnlock {
+                    name,
+                    owner,
+                    latch,
+                    lease,
                 }
             }
             "force_unlock" => Op::ForceUnlock { name, publish },

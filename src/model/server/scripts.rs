@@ -113,6 +113,7 @@ pub(super) fn run(
     match script.name {
         "acquire" => acquire(&mut r),
         "unlock" => unlock(&mut r),
+        "spin_unlock" => spin_unlock(&mut r),
         "force_unlock" => force_unlock(&mut r),
         "renew" => renew(&mut r),
         "renew_across" => renew_across(&mut r),
@@ -251,6 +252,28 @@ fn unlock(r: &mut Run<'_>) -> Res<redis::Value> {
         return Ok(Int(0));
     }
     (r.publish(publish, channel.to_vec(), message)).at(s, "redis.call(ARGV[4]", 0)?;
+    r.db.del(key);
+    (r.db.set(latch, b"1", Some(latch_ttl))).at(s, "'set'", 1)?;
+    Ok(Int(1))
+}
+
+/// `spin_unlock.lua`: `unlock.lua` without the message (a spin lock's waiters poll).
+fn spin_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
+    let (key, latch, s) = (r.key(1)?, r.key(2)?, r.s);
+    let (lease, field, latch_ttl) = (r.arg(1)?, r.arg(2)?, r.arg(3)?);
+    if let Some(latched) = r.db.get(latch).at(s, "'get'", 0)? {
+        return Ok(tonumber(&latched).map_or(Nil, lua_int));
+    }
+    let Some(holds) = r.db.hget(key, field).at(s, "'hget'", 0)? else {
+        return Ok(Nil);
+    };
+    let holds = tonumber(&holds).ok_or_else(|| Fail::Gap("a hold count not a number".into()))?;
+    if holds > 1.0 {
+        r.db.hincrby(key, field, -1).at(s, "'hincrby'", 0)?;
+        r.db.pexpire(key, lease).at(s, "'pexpire'", 0)?;
+        (r.db.set(latch, b"0", Some(latch_ttl))).at(s, "'set'", 0)?;
+        return Ok(Int(0));
+    }
     r.db.del(key);
     (r.db.set(latch, b"1", Some(latch_ttl))).at(s, "'set'", 1)?;
     Ok(Int(1))

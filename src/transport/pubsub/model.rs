@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Command, Hub};
 use crate::model::link::Link;
+use crate::model::server::{Listener, Server};
 use crate::sync::atomic::Ordering;
 
 /// Serves the hub on `link`'s server until `shutdown`.
@@ -22,30 +23,34 @@ pub(super) async fn run(
 ) {
     let server = link.server().clone();
     let to: Weak<Hub> = Arc::downgrade(&hub);
-    let conn = server.connect_pubsub(Arc::new(move |channel: &str, payload: &[u8]| {
+    let listener: Listener = Arc::new(move |channel: &str, payload: &[u8]| {
         if let Some(hub) = to.upgrade() {
             hub.dispatch(channel.as_bytes(), payload);
         }
-    }));
-    for channel in hub.channel_names() {
-        server.subscribe(conn, &channel);
-    }
-    hub.connected.store(true, Ordering::Release);
-    hub.set_all_ready(true);
-    hub.wake_all();
+    });
+    let mut conn = connect(&hub, &server, &listener);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            _ = link.pubsub_cut() => {
+                // As single.rs does when its connection fails: nothing is confirmed until the
+                // new connection has subscribed everything again and woken every waiter.
+                server.disconnect_pubsub(conn);
+                hub.connected.store(false, Ordering::Release);
+                hub.set_all_ready(false);
+                crate::sync::yield_now().await;
+                conn = connect(&hub, &server, &listener);
+            }
             command = commands.recv() => {
                 let Some(first) = command else { break };
                 let mut channels = first.batch(&mut commands);
                 channels.retain(|channel| hub.is_wanted(channel));
                 // (The subscription is a round trip: others run meanwhile.)
-                shuttle::future::yield_now().await;
+                crate::sync::yield_now().await;
                 for channel in &channels {
                     server.subscribe(conn, channel);
                 }
-                shuttle::future::yield_now().await;
+                crate::sync::yield_now().await;
                 hub.mark_all_ready(&channels);
                 // (Time does not pass in a model: whatever went idle has lingered enough.)
                 for channel in hub.take_idle(Instant::now()) {
@@ -57,4 +62,17 @@ pub(super) async fn run(
     server.disconnect_pubsub(conn);
     hub.connected.store(false, Ordering::Release);
     hub.wake_all();
+}
+
+/// A new pub/sub connection with every wanted channel subscribed, confirmed, and every waiter
+/// woken (a message may have gone while there was none).
+fn connect(hub: &Hub, server: &Server, listener: &Listener) -> usize {
+    let conn = server.connect_pubsub(listener.clone());
+    for channel in hub.channel_names() {
+        server.subscribe(conn, &channel);
+    }
+    hub.connected.store(true, Ordering::Release);
+    hub.set_all_ready(true);
+    hub.wake_all();
+    conn
 }
