@@ -518,6 +518,11 @@ async fn a_slot_migration_moves_renewal_and_the_waiters_subscription() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
+    if !support::server_info::runs_failovers(
+        "cluster::a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder",
+    ) {
+        return;
+    }
     let _exclusive = RedisCluster::exclusive().await;
     let sharded = server_info().sharded_pubsub;
     let name = key_on_master("killed", 0);

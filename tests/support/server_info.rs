@@ -154,10 +154,11 @@ pub fn skip(test: &str, reason: &str) {
     }
 }
 
-/// Whether the Sentinel failover runs (a master failed over or frozen, the sentinels' follower
-/// moved) are to run here: on the matrix's default server, or outside `scripts/test.sh`. They
-/// test the client's following of the sentinels, the same on every server; the other servers
-/// run the rest of the Sentinel suite (replica acknowledgement, which the server answers).
+/// Whether the long failover runs (a Sentinel master failed over or frozen, the sentinels'
+/// follower moved, a cluster master killed) are to run here: on the matrix's default server, or
+/// outside `scripts/test.sh`. They test the client's following of the topology, the same on
+/// every server; the other servers run the rest of those suites (replica acknowledgement, slot
+/// moves, a manual failover: what the server answers).
 pub fn runs_failovers(test: &str) -> bool {
     let other_server = std::env::var_os("RLOCK_TEST_SERVER").is_some()
         && std::env::var_os("RLOCK_TEST_FULL").is_none();
