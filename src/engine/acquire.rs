@@ -252,6 +252,9 @@ impl Target<'_> {
             // so for a shared lock: another reader of this client does not keep this one out;
             // nor for a fair lock, whose unlock wakes only the head of its queue: this waiter
             // may not even be queued yet (a subscription joined live made no attempt).
+            // An attempt made before the server confirmed the subscription (it was asked for
+            // while the hub reconnected) may have missed a message: once confirmed, try again.
+            let unconfirmed = !subscription.is_confirmed();
             let reply = match reply {
                 Some(reply) => Some(reply),
                 None if subscription.is_confirmed()
@@ -303,6 +306,7 @@ impl Target<'_> {
             tokio::select! {
                 _ = &mut notified => {}
                 _ = &mut answered => {}
+                _ = subscription.confirmed(), if unconfirmed => {}
                 _ = crate::sync::time::sleep(sleep) => {}
             }
             if self.shared.is_closed() {

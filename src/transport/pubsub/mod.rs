@@ -212,6 +212,14 @@ impl Subscription {
     pub(crate) fn is_confirmed(&self) -> bool {
         *self.ready.borrow()
     }
+
+    /// Resolves once the subscription is confirmed (at once if it is).
+    pub(crate) fn confirmed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut ready = self.ready.clone();
+        async move {
+            let _ = ready.wait_for(|ready| *ready).await;
+        }
+    }
 }
 
 impl Drop for Subscription {

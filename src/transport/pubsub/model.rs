@@ -68,11 +68,12 @@ pub(super) async fn run(
 /// woken (a message may have gone while there was none).
 fn connect(hub: &Hub, server: &Server, listener: &Listener) -> usize {
     let conn = server.connect_pubsub(listener.clone());
-    for channel in hub.channel_names() {
-        server.subscribe(conn, &channel);
+    let channels = hub.channel_names();
+    for channel in &channels {
+        server.subscribe(conn, channel);
     }
     hub.connected.store(true, Ordering::Release);
-    hub.set_all_ready(true);
+    hub.mark_all_ready(&channels);
     hub.wake_all();
     conn
 }

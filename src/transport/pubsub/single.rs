@@ -151,7 +151,10 @@ impl HubTask {
             self.subscribe(&mut conn, &channels).await?;
         }
         self.hub.connected.store(true, Ordering::Release);
-        self.hub.set_all_ready(true);
+        // Only what was subscribed: a channel a waiter asked for during the round trip is
+        // confirmed by its own command, or the waiter would take it as live, attempt, and
+        // sleep through a message published before the server had it.
+        self.hub.mark_all_ready(&channels);
         self.hub.wake_all();
         Ok((conn, rx))
     }
