@@ -32,5 +32,5 @@ cargo test --features model --test model -- --nocapture --test-threads 1 $filter
     2>&1 | tee "$out" || status=$?
 echo
 echo "=== schedules explored (in $(( $(date +%s) - start )) s)"
-grep '^model ' "$out" || echo "(none reported)"
+grep -o 'model [^:]*: [0-9]* schedules explored.*' "$out" || echo "(none reported)"
 exit $status

@@ -119,7 +119,7 @@ for name in "${selected[@]}"; do
     if [[ "$name" != "$DEFAULT" ]]; then
         summary+=("    left to $DEFAULT: the rlock crate, the unit tests, the models, suites ${left_out[*]}")
     elif [[ -f target/model-run.txt ]]; then
-        while IFS= read -r line; do summary+=("    $line"); done < <(grep '^model ' target/model-run.txt)
+        while IFS= read -r line; do summary+=("    $line"); done < <(grep -o 'model [^:]*: [0-9]* schedules explored.*' target/model-run.txt)
     fi
     if [[ -f "$skips" ]]; then
         while IFS= read -r line; do summary+=("    $line"); done <"$skips"
