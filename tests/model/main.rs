@@ -59,27 +59,23 @@ fn explore(name: &str, model: fn()) {
 
 /// A client of the stand-in `server` whose network fails commands as `faults` says.
 async fn client(server: &Arc<Server>, faults: Option<models::Faults>) -> LockClient {
-    let config = Config::from_url("redis://model.invalid:6379")
-        .expect("a valid URL")
-        .with_watchdog_timeout(Duration::from_secs(30));
     let link = match faults {
         Some(plan) => Link::new(server.clone()).with_faults(plan),
         None => Link::new(server.clone()),
     };
-    LockClient::on_model(config, link)
-        .await
-        .expect("a client on the stand-in")
-}
-
-/// The configuration every model's clients use.
-fn model_config() -> Config {
-    Config::from_url("redis://model.invalid:6379").expect("a valid URL")
+    on(link).await
 }
 
 /// A client of `server` logging the commands it sends into `sent`.
 async fn client_logged(server: &Arc<Server>, sent: checks::SentLog) -> LockClient {
-    let config = Config::from_url("redis://model.invalid:6379").expect("a valid URL");
-    let link = Link::new(server.clone()).with_sent_log(sent);
+    on(Link::new(server.clone()).with_sent_log(sent)).await
+}
+
+/// A client on `link`, configured as every model's clients are.
+async fn on(link: Link) -> LockClient {
+    let config = Config::from_url("redis://model.invalid:6379")
+        .expect("a valid URL")
+        .with_watchdog_timeout(Duration::from_secs(30));
     LockClient::on_model(config, link)
         .await
         .expect("a client on the stand-in")
@@ -353,9 +349,7 @@ fn a_wake_racing_withdrawal_and_resubscription() {
             let a = client(&server, None).await;
             let b = client(&server, None).await;
             let link = Link::new(server.clone());
-            let c = LockClient::on_model(model_config(), link.clone())
-                .await
-                .expect("a client on the stand-in");
+            let c = on(link.clone()).await;
             let held = a.fair_lock("m6").lock().await.expect("a free lock");
             let first = b.fair_lock("m6");
             let give_up = choose(12);

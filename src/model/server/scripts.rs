@@ -235,32 +235,30 @@ fn acquire(r: &mut Run<'_>) -> Res<redis::Value> {
 
 /// `unlock.lua`: one hold released, idempotent per latch; `nil`, `0` or `1`.
 fn unlock(r: &mut Run<'_>) -> Res<redis::Value> {
-    let (key, channel, latch, s) = (r.key(1)?, r.key(2)?, r.key(3)?, r.s);
+    let (key, channel, latch) = (r.key(1)?, r.key(2)?, r.key(3)?);
     let (message, lease, field) = (r.arg(1)?, r.arg(2)?, r.arg(3)?);
     let (publish, latch_ttl) = (r.arg(4)?, r.arg(5)?);
-    if let Some(latched) = r.db.get(latch).at(s, "'get'", 0)? {
-        return Ok(tonumber(&latched).map_or(Nil, lua_int));
-    }
-    let Some(holds) = r.db.hget(key, field).at(s, "'hget'", 0)? else {
-        return Ok(Nil);
-    };
-    let holds = tonumber(&holds).ok_or_else(|| Fail::Gap("a hold count not a number".into()))?;
-    if holds > 1.0 {
-        r.db.hincrby(key, field, -1).at(s, "'hincrby'", 0)?;
-        r.db.pexpire(key, lease).at(s, "'pexpire'", 0)?;
-        (r.db.set(latch, b"0", Some(latch_ttl))).at(s, "'set'", 0)?;
-        return Ok(Int(0));
-    }
-    (r.publish(publish, channel.to_vec(), message)).at(s, "redis.call(ARGV[4]", 0)?;
-    r.db.del(key);
-    (r.db.set(latch, b"1", Some(latch_ttl))).at(s, "'set'", 1)?;
-    Ok(Int(1))
+    release_one(r, (key, field, latch), (lease, latch_ttl), |r| {
+        (r.publish(publish, channel.to_vec(), message)).at(r.s, "redis.call(ARGV[4]", 0)
+    })
 }
 
 /// `spin_unlock.lua`: `unlock.lua` without the message (a spin lock's waiters poll).
 fn spin_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
-    let (key, latch, s) = (r.key(1)?, r.key(2)?, r.s);
+    let (key, latch) = (r.key(1)?, r.key(2)?);
     let (lease, field, latch_ttl) = (r.arg(1)?, r.arg(2)?, r.arg(3)?);
+    release_one(r, (key, field, latch), (lease, latch_ttl), |_| Ok(()))
+}
+
+/// The body `unlock.lua` and `spin_unlock.lua` share: the latched answer, else one hold of
+/// `field` released (`0`), or the last one with `freed` run before the key goes (`1`).
+fn release_one(
+    r: &mut Run<'_>,
+    (key, field, latch): (&[u8], &[u8], &[u8]),
+    (lease, latch_ttl): (&[u8], &[u8]),
+    freed: impl FnOnce(&mut Run<'_>) -> Res<()>,
+) -> Res<redis::Value> {
+    let s = r.s;
     if let Some(latched) = r.db.get(latch).at(s, "'get'", 0)? {
         return Ok(tonumber(&latched).map_or(Nil, lua_int));
     }
@@ -274,6 +272,7 @@ fn spin_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
         (r.db.set(latch, b"0", Some(latch_ttl))).at(s, "'set'", 0)?;
         return Ok(Int(0));
     }
+    freed(r)?;
     r.db.del(key);
     (r.db.set(latch, b"1", Some(latch_ttl))).at(s, "'set'", 1)?;
     Ok(Int(1))
