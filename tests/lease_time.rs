@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redisson_lock::model::link::{Fault, FaultPlan, Link};
-use redisson_lock::model::server::Server;
+use redisson_lock::model::server::{Server, Value};
 use redisson_lock::{BackOff, Config, Lease, LockClient, LostReason, Owner, Wait};
 use tokio::time::Instant;
 
@@ -234,4 +234,172 @@ async fn a_spin_waiter_keeps_to_its_back_off() {
     guard.unlock().await.expect("unlocked");
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// Runs other tasks until `done` holds, without letting the paused clock move (the runtime
+/// never idles while this task yields); `what` is the failure if it never does.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..100_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// A fair lock's queue, head first, and each waiter's deadline in ms from `epoch` (the
+/// client's clock when the test began).
+fn queue(server: &Server, name: &str, epoch: u64) -> Vec<(String, i64)> {
+    let snapshot = server.snapshot();
+    let get = |key: String| {
+        snapshot
+            .get(key.as_bytes())
+            .map(|stored| stored.value.clone())
+    };
+    let Some(Value::List(queue)) = get(format!("redisson_lock_queue:{{{name}}}")) else {
+        return Vec::new();
+    };
+    let Some(Value::ZSet(deadlines)) = get(format!("redisson_lock_timeout:{{{name}}}")) else {
+        panic!("a queue without deadlines: {queue:?}");
+    };
+    queue
+        .iter()
+        .map(|waiter| {
+            let (_, at) = deadlines
+                .iter()
+                .find(|(member, _)| member == waiter)
+                .expect("a deadline for every queued waiter");
+            (
+                String::from_utf8_lossy(waiter).into_owned(),
+                *at as i64 - epoch as i64,
+            )
+        })
+        .collect()
+}
+
+/// A fair lock's waiter that stops answering (its client gone) keeps its place only until its
+/// deadline: the holder's lease plus the queue wait. The waiter behind it, asleep until that
+/// deadline, takes the lock then: not when the holder unlocks (the unlock wakes the dead
+/// head), and not a lease later.
+#[tokio::test(start_paused = true)]
+async fn a_dead_fair_waiter_is_passed_at_its_deadline() {
+    let server = server();
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let gone = dead.clone();
+    let silence: FaultPlan =
+        Arc::new(
+            move |_: &[Vec<u8>]| match gone.load(std::sync::atomic::Ordering::SeqCst) {
+                true => Fault::Refuse,
+                false => Fault::None,
+            },
+        );
+    let wait = |c: Config| c.with_fair_lock_wait_timeout(Duration::from_secs(10));
+    let a = client(Link::new(server.clone()), wait).await;
+    let b = client(Link::new(server.clone()).with_faults(silence), wait).await;
+    let c = client(Link::new(server.clone()), wait).await;
+    let start = Instant::now();
+    let epoch = redisson_lock::model::now_ms();
+    let held = a.fair_lock("f1").lock().await.expect("a free lock");
+
+    let b_lock = b.fair_lock("f1");
+    let b_waiting = tokio::spawn(async move { b_lock.lock().await.map(drop) });
+    until("B queued", || queue(&server, "f1", epoch).len() == 1).await;
+    let c_lock = c.fair_lock("f1");
+    let c_waiting = tokio::spawn(async move {
+        let guard = c_lock.lock().await;
+        (guard, Instant::now())
+    });
+    until("C queued", || queue(&server, "f1", epoch).len() == 2).await;
+    let places: Vec<i64> = queue(&server, "f1", epoch).iter().map(|w| w.1).collect();
+    assert_eq!(places, [40_000, 50_000], "lease + wait, then a wait more");
+
+    dead.store(true, std::sync::atomic::Ordering::SeqCst);
+    b_waiting.abort();
+    tokio::time::sleep_until(start + Duration::from_secs(5)).await;
+    held.unlock().await.expect("unlocked");
+    tokio::time::sleep_until(start + Duration::from_millis(39_900)).await;
+    assert!(!c_waiting.is_finished(), "C passed B before B's deadline");
+    let (guard, at) = tokio::time::timeout(Duration::from_secs(300), c_waiting)
+        .await
+        .expect("C takes the lock within 5 min")
+        .expect("C's task");
+    let guard = guard.expect("the lock");
+    let after = at - start;
+    assert!(
+        after >= Duration::from_secs(40) && after <= Duration::from_millis(40_100),
+        "C took the lock after {after:?}, not at B's deadline (40 s)"
+    );
+    assert_eq!(queue(&server, "f1", epoch), [], "B left the queue");
+    guard.unlock().await.expect("unlocked");
+    a.shutdown().await;
+    c.shutdown().await;
+}
+
+/// A fair lock's waiter whose wait is bounded gives up at its end, exactly, and is withdrawn:
+/// the waiter behind it moves its deadline forward by the reservation it no longer waits
+/// behind, becomes the head, and the holder's unlock hands it the lock at once.
+#[tokio::test(start_paused = true)]
+async fn a_fair_waiter_that_gives_up_moves_the_queue_up() {
+    let server = server();
+    let wait = |c: Config| c.with_fair_lock_wait_timeout(Duration::from_secs(10));
+    let a = client(Link::new(server.clone()), wait).await;
+    let b = client(Link::new(server.clone()), wait).await;
+    let c = client(Link::new(server.clone()), wait).await;
+    let start = Instant::now();
+    let epoch = redisson_lock::model::now_ms();
+    let held = a.fair_lock("f2").lock().await.expect("a free lock");
+
+    let b_lock = b.fair_lock("f2");
+    let b_waiting = tokio::spawn(async move {
+        let got = b_lock
+            .acquire(Wait::AtMost(Duration::from_secs(8)), Lease::Watchdog)
+            .await;
+        (got.map(|g| g.is_some()), Instant::now())
+    });
+    until("B queued", || queue(&server, "f2", epoch).len() == 1).await;
+    let c_lock = c.fair_lock("f2");
+    let c_waiting = tokio::spawn(async move {
+        let guard = c_lock.lock().await;
+        (guard, Instant::now())
+    });
+    until("C queued", || queue(&server, "f2", epoch).len() == 2).await;
+    let places: Vec<i64> = queue(&server, "f2", epoch).iter().map(|w| w.1).collect();
+    assert_eq!(
+        places,
+        [38_000, 48_000],
+        "B reserves its 8 s wait, C the 10 s queue wait"
+    );
+
+    let (got, at) = b_waiting.await.expect("B's task");
+    assert!(!got.expect("an answer"), "B could not have the lock");
+    let gave_up = at - start;
+    assert!(
+        gave_up >= Duration::from_secs(8) && gave_up <= Duration::from_millis(8_020),
+        "B gave up after {gave_up:?}, not at its 8 s wait"
+    );
+    until("B withdrawn", || queue(&server, "f2", epoch).len() == 1).await;
+    let places: Vec<i64> = queue(&server, "f2", epoch).iter().map(|w| w.1).collect();
+    assert_eq!(
+        places,
+        [40_000],
+        "C's place moved up by B's 8 s reservation"
+    );
+
+    tokio::time::sleep_until(start + Duration::from_secs(15)).await;
+    held.unlock().await.expect("unlocked");
+    let (guard, at) = tokio::time::timeout(Duration::from_secs(300), c_waiting)
+        .await
+        .expect("C takes the lock within 5 min")
+        .expect("C's task");
+    let guard = guard.expect("the lock");
+    assert!(
+        at - start <= Duration::from_millis(15_010),
+        "C took the lock after {:?}, not at the unlock (15 s)",
+        at - start
+    );
+    guard.unlock().await.expect("unlocked");
+    a.shutdown().await;
+    b.shutdown().await;
+    c.shutdown().await;
 }

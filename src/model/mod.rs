@@ -27,3 +27,15 @@ pub fn set_timers(fire: bool) {
 pub(crate) fn timers_fire() -> bool {
     TIMERS.with(Cell::get)
 }
+
+/// The client's wall clock in ms since the Unix epoch, as the crate writes a fair lock's
+/// queue deadlines and a permit's expiry. In this build it moves with tokio's clock (paused in
+/// the lease tests), so a test reads those deadlines against it.
+///
+/// ```
+/// let before = redisson_lock::model::now_ms();
+/// assert!(redisson_lock::model::now_ms() >= before);
+/// ```
+pub fn now_ms() -> u64 {
+    crate::sync::time::epoch_ms()
+}

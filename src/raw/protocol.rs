@@ -91,9 +91,7 @@ pub(crate) struct AcquireArgs<'a> {
 
 /// The client's clock in ms since the Unix epoch, as queue deadlines are written.
 pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    crate::sync::time::epoch_ms()
 }
 
 /// What an unlock needs to name one hold's release.

@@ -254,3 +254,23 @@ pub(crate) async fn timeout_at<F: Future>(
         false => tokio::time::timeout_at(deadline, future).await,
     }
 }
+
+/// The wall clock, moved by tokio's clock: the real time at the first call plus however far
+/// the runtime's clock (paused in the lease tests) has gone since, so that deadlines written
+/// in the client's clock pass with the test's time. Inside a model, where time stands still,
+/// it is the real clock.
+pub(crate) fn epoch_ms() -> u64 {
+    static START: std::sync::OnceLock<(std::time::Instant, u64)> = std::sync::OnceLock::new();
+    let (instant, wall) = *START.get_or_init(|| {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        (std::time::Instant::now(), wall)
+    });
+    let now = Instant::now().into_std();
+    // A runtime's paused clock may stand before the first call (it started earlier).
+    match now.checked_duration_since(instant) {
+        Some(ahead) => wall + ahead.as_millis() as u64,
+        None => wall - instant.duration_since(now).as_millis() as u64,
+    }
+}

@@ -38,4 +38,16 @@ pub(crate) mod time {
 
     #[cfg(feature = "model")]
     pub(crate) use super::checked::{sleep, sleep_until, timeout, timeout_at};
+
+    /// The client's wall clock in ms since the Unix epoch, as a fair lock's queue deadlines
+    /// and an expirable permit's expiry are written.
+    #[cfg(not(feature = "model"))]
+    pub(crate) fn epoch_ms() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+
+    #[cfg(feature = "model")]
+    pub(crate) use super::checked::epoch_ms;
 }
