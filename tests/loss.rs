@@ -128,9 +128,9 @@ async fn a_short_hold_costs_no_subscription() {
     }
     let kept = holder.lock("kept").lock().await.unwrap();
     server.until_subscribers(&support::channel("kept"), 1).await;
-    // (The watch checks the hold once subscribed: its HGET is the event to wait for.)
+    // (The watch checks the hold once subscribed: its check is the event to wait for.)
     let checked = support::eventually(Duration::from_secs(5), || {
-        monitor.count("HGET", "short-holds") >= 1
+        monitor.holds_checked("short-holds") >= 1
     })
     .await;
     assert!(checked, "the hold kept was checked");
@@ -138,7 +138,7 @@ async fn a_short_hold_costs_no_subscription() {
     let subscribes =
         monitor.count("SUBSCRIBE", "short-holds") + monitor.count("SSUBSCRIBE", "short-holds");
     assert_eq!(subscribes, 1, "only the hold kept was listened for");
-    assert_eq!(monitor.count("HGET", "short-holds"), 1, "and checked once");
+    assert_eq!(monitor.holds_checked("short-holds"), 1, "and checked once");
     holder.shutdown().await;
 }
 
@@ -196,7 +196,7 @@ async fn a_raw_del_or_an_expiry_is_told_at_once_where_the_server_sends_keyspace_
         "renewed meanwhile"
     );
     assert_eq!(
-        monitor.count("HGET", "keyspace-renewing"),
+        monitor.holds_checked("keyspace-renewing"),
         1,
         "only the watch's first check: no check per renewal"
     );
@@ -256,17 +256,22 @@ async fn many_held_locks_are_watched_by_one_task_and_few_subscribes() {
     })
     .await;
     assert!(all, "every held lock is listened for");
-    // Each hold is checked once its subscription is confirmed, on a short task of its own;
-    // once those are done, no task is left per hold.
+    // Each hold is checked once its subscription is confirmed, those confirmed together in
+    // one call (up to 100 holds each); once those are done, no task is left per hold.
     let checked = eventually(Duration::from_secs(10), || {
-        monitor.count("HGET", "many-held") >= HELD
+        monitor.holds_checked("many-held") >= HELD
     })
     .await;
     assert!(checked, "every held lock is checked once listened for");
+    let calls = monitor.script_calls("held_across", "many-held").len();
+    assert!(
+        calls <= HELD / 10,
+        "{HELD} holds checked in {calls} calls: not batched"
+    );
     let settled = eventually(Duration::from_secs(5), || tasks() < before + 20).await;
     let subscribes = monitor.count("SUBSCRIBE", "many-held");
     let grew = tasks().saturating_sub(before);
-    eprintln!("{HELD} held locks: {subscribes} SUBSCRIBEs, {grew} more tasks");
+    eprintln!("{HELD} held locks: {subscribes} SUBSCRIBEs, {calls} check calls, {grew} more tasks");
     assert!(settled, "no task per held lock: {grew} more tasks");
     assert!(
         subscribes <= HELD / 10,

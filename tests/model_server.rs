@@ -211,6 +211,33 @@ fn renewals_extend_only_what_their_owner_holds() {
     }
 }
 
+#[test]
+fn a_check_reads_which_holds_are_held_and_changes_nothing() {
+    let mut p = Pair::start();
+    p.run(&[acq(0, 0, 1, 10_000), acq(1, 1, 2, 10_000)]);
+    let before = p.model.snapshot();
+    let replies = p.run(&[
+        Op::Held {
+            entries: vec![(0, 0), (1, 0), (1, 1), (0, 2)],
+        },
+        raw("SET orders x"),
+        Op::Held {
+            entries: vec![(0, 0), (1, 1)],
+        },
+    ]);
+    assert_eq!(replies[0], Ok(Array(vec![Int(1), Int(0), Int(1), Int(0)])));
+    assert_eq!(
+        replies[2],
+        Ok(Array(vec![Int(0), Int(1)])),
+        "a string is not held"
+    );
+    assert_eq!(
+        at(&p, NAMES[1]).unwrap().pttl,
+        before[NAMES[1].as_bytes()].pttl,
+        "no TTL touched"
+    );
+}
+
 /// Owner 0 holds the fair lock "orders"; owners 1 and 2 queue behind it (deadlines T+50 s and
 /// T+70 s).
 fn fair_held_with_two_waiting(p: &mut Pair) {

@@ -16,7 +16,11 @@ use crate::transport::write::{self, Answer};
 pub(crate) use crate::transport::write::{Call, Script, Synced};
 use crate::transport::Connection;
 
+use super::Renewal;
+
 use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
+
+static HELD_ACROSS: Script = Script::new(include_str!("../../scripts/lua/held_across.lua"));
 
 /// How long an unlock latch lives, in ms (Redisson uses roughly 16–20 s).
 pub(crate) const LATCH_TTL_MS: u64 = 20_000;
@@ -285,6 +289,37 @@ impl Protocol {
             "hash" => KeyKind::Hash,
             _ => KeyKind::Other,
         })
+    }
+
+    /// Whether each `(key, field)` of each batch (none empty) is still held: per batch one read-only call
+    /// of keys one node serves (none declared, as [`Connection::master_batches`] groups
+    /// them; routed by its first key), all sent at once, without `WAIT` (they write nothing).
+    /// Per batch, one [`Renewal`] per pair, as a renewal answers but nothing extended:
+    /// `Renewed` still held, `Gone` not held, `Elsewhere` not served by that node.
+    pub(crate) async fn held_across(
+        &self,
+        batches: &[Vec<(&str, &str)>],
+    ) -> Vec<RedisResult<Vec<Renewal>>> {
+        let calls = batches
+            .iter()
+            .map(|batch| {
+                let bytes: usize = batch.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
+                let mut cmd = HELD_ACROSS.evalsha(0, 2 * batch.len(), bytes);
+                for (key, field) in batch {
+                    cmd.arg(*key).arg(*field);
+                }
+                Call::script(&HELD_ACROSS, batch[0].0, cmd)
+            })
+            .collect();
+        let answers = write::write(&self.conn, calls, None).await;
+        batches
+            .iter()
+            .map(Vec::len)
+            .zip(answers)
+            .map(|(n, answer)| {
+                super::rlock::renewed(FromRedisValue::from_redis_value(answer.reply?)?, n)
+            })
+            .collect()
     }
 
     /// `HGET key field`: the field's hold count (0 when absent).

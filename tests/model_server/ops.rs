@@ -71,6 +71,10 @@ pub enum Op {
         lease: u64,
         across: bool,
     },
+    /// The loss watch's check of `(name, owner)`s, read only (keys in ARGV).
+    Held {
+        entries: Vec<(usize, usize)>,
+    },
     FairAcquire {
         name: usize,
         owner: usize,
@@ -216,6 +220,13 @@ impl Op {
             } => {
                 let mut cmd = evalsha("renew_across", 0);
                 cmd.arg(lease);
+                for &(name, owner) in entries {
+                    cmd.arg(NAMES[name]).arg(OWNERS[owner]);
+                }
+                cmd
+            }
+            Op::Held { ref entries } => {
+                let mut cmd = evalsha("held_across", 0);
                 for &(name, owner) in entries {
                     cmd.arg(NAMES[name]).arg(OWNERS[owner]);
                 }

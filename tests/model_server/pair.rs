@@ -61,6 +61,7 @@ impl Pair {
             "force_unlock",
             "renew",
             "renew_across",
+            "held_across",
         ]
         .into_iter()
         .chain([

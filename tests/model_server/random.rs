@@ -48,6 +48,7 @@ const RLOCK: &[(&str, u64)] = &[
     ("unlock", 18),
     ("spin_unlock", 6),
     ("renew", 6),
+    ("held", 3),
     ("force_unlock", 3),
     ("plain", 10),
     ("lapse", 3),
@@ -59,6 +60,7 @@ const FAIR: &[(&str, u64)] = &[
     ("fair_withdraw", 8),
     ("fair_force_unlock", 3),
     ("renew", 4),
+    ("held", 2),
     ("plain", 10),
     ("lapse", 3),
     ("foreign", 2),
@@ -161,6 +163,13 @@ impl Gen {
                     entries,
                     lease,
                     across: r.chance(50),
+                }
+            }
+            "held" => {
+                let n = 1 + r.below(3);
+                let entries = (0..n).map(|_| (r.below(NAMES.len()), r.below(OWNERS.len())));
+                Op::Held {
+                    entries: entries.collect(),
                 }
             }
             "fair_acquire" => {
@@ -322,6 +331,7 @@ fn random_sequences_agree_with_the_real_scripts() {
         "Unlock -> 1",
         "ForceUnlock -> 1",
         "Renew -> array of 3",
+        "Held -> array of 3",
         "FairAcquire -> nil",
         "FairAcquire -> n>1",
         "FairAcquire -> 1",

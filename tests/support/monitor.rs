@@ -86,6 +86,33 @@ impl Monitor {
             .count()
     }
 
+    /// The arguments after the SHA of each `EVALSHA` of `scripts/lua/<script>.lua` the
+    /// connections named with `name_part` sent (as [`count`](Monitor::count) counts), quoted
+    /// as `MONITOR` shows them: a call's keys and arguments.
+    pub fn script_calls(&self, script: &str, name_part: &str) -> Vec<Vec<String>> {
+        self.sync();
+        let addrs = self.addresses(name_part);
+        let sha = format!("\"{}\"", super::script_sha(script));
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(addr, _)| addrs.contains(addr))
+            .filter_map(|(_, cmd)| {
+                let mut words = cmd.split(' ');
+                (words.next() == Some("\"evalsha\"") && words.next() == Some(sha.as_str()))
+                    .then(|| words.map(str::to_owned).collect())
+            })
+            .collect()
+    }
+
+    /// How many holds the loss watch checked (`held_across.lua`, a key and a field each), from
+    /// the connections named with `name_part`.
+    pub fn holds_checked(&self, name_part: &str) -> usize {
+        let calls = self.script_calls("held_across", name_part);
+        calls.iter().map(|args| (args.len() - 1) / 2).sum()
+    }
+
     /// Forgets what was logged so far (after a [`sync`](Monitor::sync)).
     pub fn clear(&self) {
         self.sync();

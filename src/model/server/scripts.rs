@@ -25,6 +25,7 @@ static KNOWN: &[(&str, &str)] = known![
     "fair_withdraw",
     "fenced_acquire",
     "force_unlock",
+    "held_across",
     "inspect",
     "latch_count_down",
     "latch_delete",
@@ -117,6 +118,7 @@ pub(super) fn run(
         "force_unlock" => force_unlock(&mut r),
         "renew" => renew(&mut r),
         "renew_across" => renew_across(&mut r),
+        "held_across" => held_across(&mut r),
         "fair_acquire" => fair_acquire(&mut r),
         "fair_unlock" => fair_unlock(&mut r),
         "fair_withdraw" => fair_withdraw(&mut r),
@@ -323,6 +325,18 @@ fn renew_across(r: &mut Run<'_>) -> Res<redis::Value> {
         renewed.push(Int(held as i64));
     }
     Ok(Array(renewed))
+}
+
+/// `held_across.lua`: whether each `(key, field)` paired in ARGV is held, read only. A
+/// standalone server serves every key, so no answer is `-1`.
+fn held_across(r: &mut Run<'_>) -> Res<redis::Value> {
+    let pairs = r.argv.len() / 2;
+    let held = (0..pairs).map(|i| {
+        let (key, field) = (&r.argv[2 * i], &r.argv[2 * i + 1]);
+        // (`redis.pcall`: only WRONGTYPE can fail here, which answers 0.)
+        Int(r.db.hexists(key, field).unwrap_or(false) as i64)
+    });
+    Ok(Array(held.collect()))
 }
 
 /// `fair_acquire.lua`: RFairLock's acquire ('try' or 'wait'), idempotent per latch; `nil`
