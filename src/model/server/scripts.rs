@@ -252,18 +252,36 @@ fn spin_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
     release_one(r, (key, field, latch), (lease, latch_ttl), |_| Ok(()))
 }
 
-/// The body `unlock.lua` and `spin_unlock.lua` share: the latched answer, else one hold of
-/// `field` released (`0`), or the last one with `freed` run before the key goes (`1`).
+/// The body `unlock.lua` and `spin_unlock.lua` share: the latched answer, else
+/// [`release_held`].
 fn release_one(
     r: &mut Run<'_>,
     (key, field, latch): (&[u8], &[u8], &[u8]),
     (lease, latch_ttl): (&[u8], &[u8]),
     freed: impl FnOnce(&mut Run<'_>) -> Res<()>,
 ) -> Res<redis::Value> {
-    let s = r.s;
-    if let Some(latched) = r.db.get(latch).at(s, "'get'", 0)? {
-        return Ok(tonumber(&latched).map_or(Nil, lua_int));
+    if let Some(latched) = latched(r, latch)? {
+        return Ok(latched);
     }
+    release_held(r, (key, field, latch), (lease, latch_ttl), freed)
+}
+
+/// What an unlock's latch says it answered, if the unlock ran before (a re-send).
+fn latched(r: &mut Run<'_>, latch: &[u8]) -> Res<Option<redis::Value>> {
+    let latched = r.db.get(latch).at(r.s, "'get'", 0)?;
+    Ok(latched.map(|latched| tonumber(&latched).map_or(Nil, lua_int)))
+}
+
+/// The release every unlock script ends with: nothing held by `field` (`nil`), one hold of
+/// several released (`0`), or the last one, with `freed` run before the key goes (`1`); the
+/// answer latched.
+fn release_held(
+    r: &mut Run<'_>,
+    (key, field, latch): (&[u8], &[u8], &[u8]),
+    (lease, latch_ttl): (&[u8], &[u8]),
+    freed: impl FnOnce(&mut Run<'_>) -> Res<()>,
+) -> Res<redis::Value> {
+    let s = r.s;
     let Some(holds) = r.db.hget(key, field).at(s, "'hget'", 0)? else {
         return Ok(Nil);
     };
@@ -417,8 +435,8 @@ fn fair_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
     let (channel, latch) = (r.key(4)?, r.key(5)?);
     let (message, lease, field) = (r.arg(1)?, r.arg(2)?, r.arg(3)?);
     let (publish, latch_ttl) = (r.arg(5)?, r.arg(6)?);
-    if let Some(latched) = r.db.get(latch).at(s, "'get'", 0)? {
-        return Ok(tonumber(&latched).map_or(Nil, lua_int));
+    if let Some(latched) = latched(r, latch)? {
+        return Ok(latched);
     }
     let now = r.num(4)?;
     r.drop_stale_heads(queue, deadlines, now)?;
@@ -433,20 +451,7 @@ fn fair_unlock(r: &mut Run<'_>) -> Res<redis::Value> {
         wake_head(r)?;
         return Ok(Nil);
     }
-    let Some(holds) = r.db.hget(key, field).at(s, "'hget'", 0)? else {
-        return Ok(Nil);
-    };
-    let holds = tonumber(&holds).ok_or_else(|| Fail::Gap("a hold count not a number".into()))?;
-    if holds > 1.0 {
-        r.db.hincrby(key, field, -1).at(s, "'hincrby'", 0)?;
-        r.db.pexpire(key, lease).at(s, "'pexpire'", 0)?;
-        (r.db.set(latch, b"0", Some(latch_ttl))).at(s, "'set'", 0)?;
-        return Ok(Int(0));
-    }
-    wake_head(r)?;
-    r.db.del(key);
-    (r.db.set(latch, b"1", Some(latch_ttl))).at(s, "'set'", 1)?;
-    Ok(Int(1))
+    release_held(r, (key, field, latch), (lease, latch_ttl), wake_head)
 }
 
 /// `fair_withdraw.lua`: a waiter that gave up leaves the queue, the waiters behind it move
