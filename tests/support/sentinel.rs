@@ -283,17 +283,31 @@ impl SentinelGroup {
 
     /// Starts the killed node at `port` again, empty, as the current master's replica, and
     /// waits until the group is healthy.
+    ///
+    /// Until it has synced, the sentinels must not promote it: a node without persistence
+    /// restarted empty and promoted would have the live master resync from it and lose every
+    /// key (Redis's own warning). On a loaded machine a sentinel can take the new master for
+    /// down (no `PING` answer within its 1 s while it forks the full sync) and fail it over to
+    /// the first replica it finds: so the node comes back with `replica-priority 0`, which no
+    /// sentinel promotes, and takes the default again once synced.
     pub fn revive(&mut self, port: u16) {
         let master = self.master().port.to_string();
-        let args = ["--replicaof", "127.0.0.1", &master]
-            .map(String::from)
-            .to_vec();
-        self.data
-            .iter_mut()
-            .find(|n| n.port == port)
-            .unwrap()
-            .restart_empty(args);
+        let args = [
+            "--replicaof",
+            "127.0.0.1",
+            &master,
+            "--replica-priority",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec();
+        let node = self.data.iter_mut().find(|n| n.port == port).unwrap();
+        node.restart_empty(args);
         self.wait_healthy();
+        let node = self.node(port);
+        let _: () = node
+            .cmd(&["CONFIG", "SET", "replica-priority", "100"])
+            .expect("the revived node takes the default priority again");
     }
 
     /// The node at `port`.
