@@ -5,6 +5,9 @@
 
 mod support;
 
+#[path = "cluster/replicas.rs"]
+mod replicas;
+
 use std::time::{Duration, Instant};
 
 use redisson_lock::inspect::ReplicaSyncState;
@@ -734,34 +737,6 @@ async fn a_lost_acquire_reply_at_a_cluster_master_counts_one_hold() {
     }
     client.shutdown().await;
     tokio::task::block_in_place(|| drop(own));
-}
-
-/// Replica sync on a cluster, as Redisson's `checkLockSyncedSlaves`: each lock write is
-/// followed by one `WAIT` at the key's master (which has a replica here); turned off, none.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lock_writes_wait_for_the_masters_replica() {
-    // (Exclusive: other tests' writes would be counted too.)
-    let _exclusive = RedisCluster::exclusive().await;
-    let name = key_on_master("waits", 1);
-    let master = cluster::get().master_of(&name).port;
-    let waits = || cluster::get().command_calls("WAIT")[&master];
-    for (sync, expected) in [(true, 2), (false, 0)] {
-        let client = client_with(|c| if sync { c } else { c.with_replica_sync(None) }).await;
-        // (Scripts loaded first: a NOSCRIPT would add a WAIT of its own. Fixed leases: a
-        // watchdog hold's renewal would too.)
-        let lease = Duration::from_secs(30);
-        let guard = client.lock(&name).lock_with_lease(lease).await.unwrap();
-        guard.unlock().await.unwrap();
-        let before = waits();
-        let guard = client.lock(&name).lock_with_lease(lease).await.unwrap();
-        guard.unlock().await.unwrap();
-        assert_eq!(
-            waits() - before,
-            expected,
-            "WAITs behind one acquire and one unlock (replica sync {sync})"
-        );
-        client.shutdown().await;
-    }
 }
 
 /// The grouped write answers `NOSCRIPT` (a flushed or restarted master: nothing ran) with

@@ -5,11 +5,14 @@
 
 mod support;
 
+#[path = "sentinel/replica_sync.rs"]
+mod replica_sync;
+
 use std::time::{Duration, Instant};
 
 use redisson_lock::inspect::ReplicaSyncState;
 use redisson_lock::observe::SPAN_FAILOVER;
-use redisson_lock::{names, Config, Error, Lease, LockClient, Wait};
+use redisson_lock::{names, Config, Error, LockClient};
 use support::cluster::Node;
 use support::sentinel::{self, SentinelGroup, MASTER_NAME};
 
@@ -28,6 +31,16 @@ fn holders(node: &Node, key: &str) -> Vec<String> {
 /// `WAIT` commands `node` has run.
 fn wait_calls(node: &Node) -> u64 {
     node.info_field("commandstats", "cmdstat_wait")
+        .and_then(|stats| {
+            let calls = stats.strip_prefix("calls=")?.split(',').next()?;
+            calls.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Calls of `command` (`INFO commandstats` name, e.g. `evalsha`) `node` has run.
+fn calls(node: &Node, command: &str) -> u64 {
+    node.info_field("commandstats", &format!("cmdstat_{command}"))
         .and_then(|stats| {
             let calls = stats.strip_prefix("calls=")?.split(',').next()?;
             calls.parse().ok()
@@ -195,339 +208,6 @@ async fn a_failover_moves_holders_waiters_and_writes_to_the_new_master() {
     waiter.shutdown().await;
 }
 
-/// Replica sync is on by default, as Redisson's `checkLockSyncedSlaves`: every lock write
-/// carries one `WAIT` for the master's replica; turned off, none.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_lock_write_waits_for_the_replica_unless_turned_off() {
-    // (Exclusive: other tests' writes would be counted too.)
-    let _exclusive = SentinelGroup::exclusive().await;
-    for (sync, expected) in [(true, 2), (false, 0)] {
-        let client = client_with(|c| if sync { c } else { c.with_replica_sync(None) }).await;
-        support::load_scripts(&client).await;
-        let before = wait_calls(sentinel::get().master());
-        let guard = client.lock("s-wait").lock().await.unwrap();
-        guard.unlock().await.unwrap();
-        assert_eq!(
-            wait_calls(sentinel::get().master()) - before,
-            expected,
-            "WAITs behind one acquire and one unlock (replica sync {sync})"
-        );
-        client.shutdown().await;
-    }
-    let zero = sentinel::get()
-        .config()
-        .with_replica_sync(Some(Duration::ZERO));
-    assert!(matches!(
-        LockClient::with_config(zero).await,
-        Err(Error::Config(_))
-    ));
-}
-
-/// Writes queued behind another's `WAIT` go out together behind one `WAIT` of their own (a
-/// `WAIT` acknowledges every write before it on its connection), and each still returns only
-/// once the replica has it. The replica is stopped while the first acquire waits, so the
-/// other 31 queue behind it; once it runs again, 32 acquires took 2 `WAIT`s, not 32.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_queued_behind_a_wait_share_the_next_and_each_is_acknowledged() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    let client = client_with(|c| c.with_replica_sync(Some(Duration::from_secs(20)))).await;
-    support::load_scripts(&client).await;
-    let before = wait_calls(sentinel::get().master());
-    sentinel::get().replica().signal(libc::SIGSTOP);
-    let acquire = |i: usize| {
-        let lock = client.lock(format!("s-shared-{i}"));
-        tokio::spawn(async move {
-            let guard = lock.try_lock().await.unwrap().expect("a free lock");
-            // (Returned only once acknowledged: the replica has it now.)
-            let at_replica = holders(sentinel::get().replica(), guard.name());
-            (guard, at_replica)
-        })
-    };
-    let first = acquire(0);
-    let waiting = support::eventually(Duration::from_secs(10), || {
-        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
-        clients.lines().any(|l| l.contains("cmd=wait"))
-    })
-    .await;
-    assert!(
-        waiting,
-        "the first acquire's WAIT blocks on the stopped replica"
-    );
-    let rest: Vec<_> = (1..32).map(acquire).collect();
-    // (Nothing outside shows a write queued: a moment for the 31 tasks to reach the queue.)
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    sentinel::get().replica().signal(libc::SIGCONT);
-    for task in std::iter::once(first).chain(rest) {
-        let (guard, at_replica) = task.await.unwrap();
-        assert_eq!(
-            at_replica,
-            vec![guard.owner_field()],
-            "{} at the replica",
-            guard.name()
-        );
-        guard.unlock().await.unwrap();
-    }
-    let waits = wait_calls(sentinel::get().master()) - before;
-    // 32 acquires and 32 unlocks: the acquires took 2, the unlocks (one after another) 32.
-    assert!(
-        waits <= 2 + 32,
-        "the 31 queued acquires shared one WAIT: {waits} WAITs in all"
-    );
-    client.shutdown().await;
-}
-
-/// A stopped replica acknowledges nothing: an acquire waits out the sync timeout, is undone
-/// and fails with `NotReplicated` (nothing left held at the master); a holder whose renewals
-/// go unacknowledged for a whole lease is told its lock is lost, although the master has
-/// them (its replica's TTL ran out: a failover now would free the lock). Once the replica is
-/// back, the lock is free to take.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_replica_acknowledgement_acquires_are_undone_and_holders_told() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    // Long enough for renewals that each wait out WAIT's 1 s to keep the key at the master.
-    let lease = Duration::from_secs(5);
-    let client = client_with(|c| c.with_watchdog_timeout(lease)).await;
-    let held = client.lock("s-unsynced-held").lock().await.unwrap();
-    sentinel::get().replica().signal(libc::SIGSTOP);
-
-    let pttl = || -> i64 {
-        sentinel::get()
-            .master()
-            .cmd(&["PTTL", "s-unsynced-held"])
-            .unwrap()
-    };
-    let (started, first) = (Instant::now(), pttl());
-    let err = client.lock("s-unsynced").try_lock().await.unwrap_err();
-    let took = started.elapsed();
-    assert!(err.is_not_replicated(), "{err}");
-    assert!(
-        took >= Duration::from_secs(1),
-        "waited out WAIT's 1 s: {took:?}"
-    );
-    assert!(
-        holders(sentinel::get().master(), "s-unsynced").is_empty(),
-        "the unacknowledged acquire was undone"
-    );
-    // Until the holder is told: did the key's TTL at the master go up? (Then the master had
-    // the renewals; only the replica missed them.)
-    let mut renewed_at_master = false;
-    let told = tokio::time::timeout(lease * 2, async {
-        while !held.is_lost() {
-            let unrenewed = first - started.elapsed().as_millis() as i64;
-            renewed_at_master |= pttl() > unrenewed + 500;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    sentinel::get().replica().signal(libc::SIGCONT);
-    assert!(told.is_ok(), "the holder was told within two leases");
-    assert!(renewed_at_master, "the master had the renewals");
-
-    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
-        .await
-        .unwrap();
-    let guard = client
-        .lock("s-unsynced")
-        .try_lock()
-        .await
-        .unwrap()
-        .expect("free once the replica acknowledges again");
-    guard.unlock().await.unwrap();
-    client.shutdown().await;
-}
-
-/// The synchronizers' writes wait for the replica as the locks' do: acknowledged, each acquire
-/// and release sends its `WAIT`; with the replica stopped, a semaphore's and an expiring
-/// permit's acquire is not acknowledged (`NotReplicated`) and undone, the permits available
-/// again at the master.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn synchronizer_acquires_no_replica_acknowledged_are_undone() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    let client = client_with(|c| c).await;
-    let pool = client.semaphore("s-sem");
-    pool.try_set_permits(2).await.unwrap();
-    let jobs = client.permit_semaphore("s-permits");
-    jobs.try_set_permits(2).await.unwrap();
-    let waits = wait_calls(sentinel::get().master());
-    pool.acquire(1).await.unwrap().release().await.unwrap();
-    let permit = jobs.acquire(Lease::Watchdog).await.unwrap();
-    permit.release().await.unwrap();
-    assert!(
-        wait_calls(sentinel::get().master()) >= waits + 4,
-        "each acquire and release waited for the replica"
-    );
-
-    sentinel::get().replica().signal(libc::SIGSTOP);
-    let semaphore = pool.try_acquire(1).await.map(|p| p.map(|p| p.forget()));
-    let permit = jobs
-        .try_acquire(Wait::Never, Lease::Watchdog)
-        .await
-        .map(|p| p.map(|p| p.forget()));
-    let undone = support::eventually(Duration::from_secs(10), || {
-        let group = sentinel::get();
-        let count = |key: &str| group.master().cmd::<String>(&["GET", key]).unwrap();
-        let listed: i64 = group
-            .master()
-            .cmd(&["ZCARD", "{s-permits}:timeout"])
-            .unwrap();
-        count("s-sem") == "2" && count("s-permits") == "2" && listed == 0
-    })
-    .await;
-    sentinel::get().replica().signal(libc::SIGCONT);
-    let semaphore = semaphore.unwrap_err();
-    assert!(semaphore.is_not_replicated(), "{semaphore}");
-    let permit = permit.unwrap_err();
-    assert!(permit.is_not_replicated(), "{permit}");
-    assert!(
-        undone,
-        "the unacknowledged acquires were undone at the master"
-    );
-    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
-        .await
-        .unwrap();
-    client.shutdown().await;
-}
-
-/// A waiter whose attempt no replica acknowledged (the hold undone, as for `try_lock`) keeps
-/// waiting and takes the lock once the replica answers again: `lock()` does not fail for
-/// it. (A cluster failover's first moments look the same: CI once saw a waiter's first write
-/// to a promoted master wait for the old master's replica and fail the waiter.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_whose_attempt_is_not_acknowledged_keeps_waiting() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    let name = "s-unsynced-waiter";
-    let holder = client_with(|c| c).await;
-    let waiter = client_with(|c| c).await;
-    // A fixed lease, so that the key goes by expiry (no unlock, no renewal to wait for).
-    let held = holder
-        .lock(name)
-        .lock_with_lease(Duration::from_millis(1500))
-        .await
-        .unwrap();
-    let lock = waiter.lock(name);
-    let waiting = tokio::spawn(async move { lock.lock().await });
-    assert!(
-        support::eventually(Duration::from_secs(5), || {
-            let (_, n): (String, i64) = sentinel::get()
-                .master()
-                .cmd(&["PUBSUB", "NUMSUB", &names::lock_channel(name)])
-                .unwrap();
-            n == 1
-        })
-        .await,
-        "the waiter is subscribed"
-    );
-    sentinel::get().replica().signal(libc::SIGSTOP);
-    // The lease runs out; the waiter's attempt then blocks in a WAIT and waits out its 1 s,
-    // unacknowledged (the WAIT ends while the replica is still stopped).
-    let in_wait = || -> bool {
-        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
-        clients.lines().any(|l| l.contains("cmd=wait"))
-    };
-    let blocked = support::eventually(Duration::from_secs(10), in_wait).await;
-    let unanswered = blocked && support::eventually(Duration::from_secs(5), || !in_wait()).await;
-    sentinel::get().replica().signal(libc::SIGCONT);
-    assert!(
-        blocked,
-        "the waiter's attempt waits for the stopped replica"
-    );
-    assert!(unanswered, "and its WAIT ends unanswered");
-    let guard = tokio::time::timeout(Duration::from_secs(10), waiting)
-        .await
-        .expect("the waiter takes the lock once the replica answers")
-        .unwrap()
-        .expect("lock() does not fail for an unacknowledged attempt");
-    assert_eq!(
-        holders(sentinel::get().replica(), name),
-        vec![guard.owner_field()],
-        "held at the replica too"
-    );
-    drop(held);
-    guard.unlock().await.unwrap();
-    holder.shutdown().await;
-    waiter.shutdown().await;
-}
-
-/// A replica restarted without its data does a full resync, and until it is online it can
-/// acknowledge nothing (`WAIT` answers 0) and holds none of the data: it is not waited for.
-/// Acquires keep working, a holder renewing through the resync is not told anything, and once
-/// the replica is online lock writes wait for it again. (Counting `connected_slaves`, which
-/// lists a syncing replica, undid every acquire and lost the holder.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_in_full_resync_is_not_waited_for() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    let lease = Duration::from_secs(3);
-    let client = client_with(|c| c.with_watchdog_timeout(lease)).await;
-    let held = client.lock("s-resync-held").lock().await.unwrap();
-    // The master holds the full sync back for 8 s: the test's acquires fall inside it.
-    let saved = tokio::task::spawn_blocking(|| {
-        sentinel::get().restart_replica_empty(Duration::from_secs(8))
-    })
-    .await
-    .unwrap();
-    let syncing = || {
-        let states = sentinel::replica_states(sentinel::get().master());
-        !states.is_empty() && states.iter().all(|s| s != "online")
-    };
-    let started = Instant::now();
-    for round in 0..3 {
-        let guard = client
-            .lock("s-resync")
-            .try_lock()
-            .await
-            .unwrap_or_else(|err| panic!("acquire {round} during the resync: {err}"))
-            .expect("the lock is free");
-        guard.unlock().await.unwrap();
-    }
-    // Renewals through the resync (a third of the lease each): at least two more.
-    tokio::time::sleep(lease).await;
-    assert!(
-        syncing(),
-        "the replica was still syncing after the acquires and a lease of renewals ({:?})",
-        started.elapsed()
-    );
-    assert!(!held.is_lost(), "the holder was not told anything");
-
-    let online = support::eventually(Duration::from_secs(30), || {
-        sentinel::get()
-            .master()
-            .info_field("replication", "connected_slaves")
-            .is_some()
-            && sentinel::replica_states(sentinel::get().master()) == ["online"]
-    })
-    .await;
-    assert!(online, "the replica finished its resync");
-    // Counted again within the topology's recount interval: writes wait for it again. Only
-    // the counted client's connections are counted (`MONITOR`): the held lock's renewals
-    // carry WAITs of their own to the same master.
-    let counted = client_with(|c| c.with_service_name("s-resync-counted")).await;
-    let monitor = support::monitor::Monitor::start(sentinel::get().master().port);
-    let mut waits = 0;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while waits == 0 && Instant::now() < deadline {
-        monitor.clear();
-        let guard = counted.lock("s-resync").lock().await.unwrap();
-        guard.unlock().await.unwrap();
-        waits = monitor.count("WAIT", "s-resync-counted");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(
-        waits, 2,
-        "an acquire and an unlock WAIT for the online replica again"
-    );
-    counted.shutdown().await;
-    assert!(!held.is_lost());
-    held.unlock().await.unwrap();
-    client.shutdown().await;
-    tokio::task::spawn_blocking(move || {
-        let group = sentinel::get();
-        group.restore_settings(&saved);
-        group.wait_healthy();
-    })
-    .await
-    .unwrap();
-}
-
 /// SIGSTOP of the master, as a network partition would isolate it: the sentinels promote its
 /// replica while the old master, frozen, still believes it is the master. The waiter moves to
 /// the new master before the old one could tell it anything (it is frozen), the holder keeps
@@ -664,60 +344,4 @@ async fn a_client_asks_the_sentinels_through_one_follower() {
         "one follower asks about once a second: {asked} questions to the sentinels in {window:?}"
     );
     client.shutdown().await;
-}
-
-/// A master whose replica left it (here made a master behind the sentinels' back, as a
-/// promotion begins) goes on taking writes that a failover will lose: the first lock write
-/// after that, which no replica acknowledged, is not trusted (the acquire is undone, as
-/// Redisson's fails), though the master, counted again, has no replica to wait for. With that
-/// count, the next acquire sends no `WAIT` and stands, as Redisson's does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_after_the_replica_left_is_not_trusted() {
-    let _exclusive = SentinelGroup::exclusive().await;
-    let client = client_with(|c| c).await;
-    let name = "s-replica-left";
-    // (Scripts loaded, the replica counted.)
-    client
-        .lock(name)
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    let (master, replica) = {
-        let group = sentinel::get();
-        (group.master().port, group.replica().port)
-    };
-    let _: String = sentinel::get()
-        .node(replica)
-        .cmd(&["REPLICAOF", "NO", "ONE"])
-        .unwrap();
-    let left = support::eventually(Duration::from_secs(5), || {
-        support::sentinel::replica_states(sentinel::get().node(master)).is_empty()
-    })
-    .await;
-    assert!(left, "the master lists no replica");
-
-    let err = client.lock(name).try_lock().await.unwrap_err();
-    assert!(err.is_not_replicated(), "{err}");
-    assert!(
-        holders(sentinel::get().node(master), name).is_empty(),
-        "the unacknowledged acquire was undone"
-    );
-    let guard = client.lock(name).try_lock().await.unwrap();
-    assert!(
-        guard.is_some(),
-        "counted again: no WAIT, the acquire stands"
-    );
-    drop(guard);
-    client.shutdown().await;
-
-    let _: String = sentinel::get()
-        .node(replica)
-        .cmd(&["REPLICAOF", "127.0.0.1", &master.to_string()])
-        .unwrap();
-    tokio::task::spawn_blocking(|| sentinel::get().wait_healthy())
-        .await
-        .unwrap();
 }

@@ -240,6 +240,14 @@ impl Target<'_> {
                     attempted = true; // waiting already: retried like its own attempts
                     Some(Err(Error::from_redis(self.name, err)))
                 }
+                Standing::Answered(Outcome::NotReplicated { replicas }) => {
+                    // As after an attempt of its own: the hold undone, a fresh latch, and
+                    // waiting goes on.
+                    request.answered(Instant::now());
+                    request.release_late_hold().await;
+                    attempted = true;
+                    Some(Err(self.not_replicated(replicas)))
+                }
                 Standing::Answered(Outcome::Withdrawn) | Standing::Free => None,
                 // (The hand-off's hold is released by the releaser, and the latch spent.)
                 Standing::Answered(Outcome::ShutDown) => return Err(Error::Shutdown),
@@ -352,6 +360,15 @@ impl Target<'_> {
     }
 
     /// A hold just acquired and registered under `ticket`.
+    /// The error of a hold no replica acknowledged (undone by then).
+    fn not_replicated(&self, replicas: u32) -> Error {
+        Error::NotReplicated {
+            lock: self.name.to_string(),
+            replicas,
+            timeout: self.shared.config.replica_sync().unwrap_or_default(),
+        }
+    }
+
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
         // (A kind with no loss channel gets no watcher: `watch` checks.)
         if self.shared.config.prompt_loss_detection() {
@@ -420,11 +437,7 @@ impl Target<'_> {
                     // this owner believes it holds it. Undone, as Redisson 4.x does.
                     request.answered(sent_at);
                     request.release_late_hold().await;
-                    return Err(Error::NotReplicated {
-                        lock: self.name.to_string(),
-                        replicas,
-                        timeout: self.shared.config.replica_sync().unwrap_or_default(),
-                    });
+                    return Err(self.not_replicated(replicas));
                 }
                 Err(err) if crate::error::is_transient(&err) => {
                     // A refused connection never carried the command, a server error is an
@@ -466,6 +479,10 @@ impl Drop for Parked<'_> {
                 lock.hold(self.place.lease(), ticket).abandon();
             }
             Forgotten::Unread(Outcome::Failed(_, sent_at)) => self.request.answer_lost(sent_at),
+            Forgotten::Unread(Outcome::NotReplicated { .. }) => {
+                // (Released by the release task: nothing to await here.)
+                drop(self.request.release_late_hold());
+            }
             Forgotten::Unread(Outcome::Held { .. }) => {
                 self.request.answered(Instant::now());
             }

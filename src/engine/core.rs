@@ -125,9 +125,9 @@ impl Core {
     /// The hand-off to attempt with `unlock`, if it frees the lock and waiters of this client
     /// are parked on it.
     pub(crate) fn offer(&self, unlock: &Unlock) -> Option<Offer> {
-        // (A hand-off's pipeline carries no `WAIT`: where writes wait for replicas, releases
-        // do not hand off.)
-        if !unlock.frees || self.protocol.waits(&unlock.key) {
+        // (Where writes wait for replicas, the hand-off's write carries its `WAIT` as any
+        // other: one acknowledges both the unlock and the waiter's acquire.)
+        if !unlock.frees {
             return None;
         }
         self.handoffs.offer(
@@ -214,6 +214,12 @@ impl Engine {
         let mode = connect::publish_mode(&mut conn, &config).await?;
         let replica_sync = ReplicaSync::new(&config, conn.counts_replicas());
         connect::check_replica_sync(&mut conn, replica_sync.as_deref()).await?;
+        if replica_sync
+            .as_ref()
+            .is_some_and(|s| s.timeout_ms().is_some())
+        {
+            connect::add_spare_lane(&config, &conn).await?;
+        }
         let keyspace = match config.prompt_loss_detection() {
             true => connect::keyspace_events(&mut conn).await,
             false => None,

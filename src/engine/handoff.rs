@@ -116,6 +116,9 @@ pub(crate) enum Outcome {
     /// The acquire failed (sent at the instant given); the waiter handles it as the failure of
     /// its own attempt, which may have acquired.
     Failed(redis::RedisError, Instant),
+    /// The acquire took the lock at the master but no replica acknowledged it: the hold is
+    /// the waiter's to undo, as after an attempt of its own (`Attempt::Unsynced`).
+    NotReplicated { replicas: u32 },
     /// Nothing ran for the waiter: the release was abandoned before its write, or the
     /// server did not know the script.
     Withdrawn,
@@ -408,9 +411,7 @@ impl Offer {
             };
             let outcome = match attempt {
                 // The waiter went away while its hand-off was in flight: this release settles
-                // what the acquire did.
-                // (A hand-off's pipeline sends no `WAIT`, so `Unsynced` is not reached; it
-                // would be a hold all the same.)
+                // what the acquire did (held at the master, acknowledged or not).
                 Ok(Attempt::Acquired { .. } | Attempt::Unsynced { .. })
                     if matches!(*state, PlaceState::Gone) =>
                 {
@@ -422,22 +423,22 @@ impl Offer {
                     None
                 }
                 _ if matches!(*state, PlaceState::Gone) => None,
-                Ok(attempt @ (Attempt::Acquired { .. } | Attempt::Unsynced { .. })) => {
+                Ok(Attempt::Acquired { token }) => {
                     let (owner, lease) = (place.owner, place.lease);
                     match holds.register(raw, &self.key, &self.name, (owner, 1), lease, sent_at) {
-                        Some(ticket) => match attempt {
-                            Attempt::Acquired { token } => {
-                                holds.observe.handed_off(holds.about(&ticket));
-                                Some(Outcome::Acquired(ticket, token))
-                            }
-                            _ => Some(Outcome::Acquired(ticket, None)),
-                        },
+                        Some(ticket) => {
+                            holds.observe.handed_off(holds.about(&ticket));
+                            Some(Outcome::Acquired(ticket, token))
+                        }
                         None => {
                             orphan = Some(orphan_of(true));
                             Some(Outcome::ShutDown)
                         }
                     }
                 }
+                // Held at the master only: never registered (a failover could give it to
+                // someone else); the waiter undoes it and its latch, as after its own attempt.
+                Ok(Attempt::Unsynced { replicas }) => Some(Outcome::NotReplicated { replicas }),
                 Ok(Attempt::Held { pttl_ms }) => Some(Outcome::Held { pttl_ms }),
                 Err(err) => Some(Outcome::Failed(err, sent_at)),
             };

@@ -203,7 +203,7 @@ impl Protocol {
     }
 
     /// The protocol over `conn`; lock writes wait for replicas as `replica_sync` says, where
-    /// the topology reports them ([`Connection::replicas_for`]).
+    /// the topology reports them.
     pub(crate) fn new(
         conn: Connection,
         publish: &'static str,
@@ -220,15 +220,6 @@ impl Protocol {
             numsub,
             replica_sync,
         }
-    }
-
-    /// Whether a write to `key` waits for replicas: replica sync is on and the key's master
-    /// has replicas that can acknowledge (as Redisson sends no `WAIT` otherwise).
-    pub(crate) fn waits(&self, key: &str) -> bool {
-        self.replica_sync
-            .as_ref()
-            .is_some_and(|s| s.timeout_ms().is_some())
-            && self.conn.replicas_for(key).is_some_and(|n| n > 0)
     }
 
     /// Sends one lock write through the grouped write (with its `WAIT` where replica sync

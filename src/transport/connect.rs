@@ -10,6 +10,34 @@ use super::Connection;
 use crate::config::{Config, Deployment, PublishMode};
 use crate::error::{Error, Result};
 
+/// Gives `conn` its spare lane for writes that wait for replicas (see
+/// [`SharedWait`](super::shared_wait::SharedWait)): through the sentinels a second connection
+/// to the master, following it as `conn` does; on a cluster links of its own to the masters,
+/// over `conn`'s view and cluster connection. Nothing on a standalone server.
+pub(crate) async fn add_spare_lane(config: &Config, conn: &Connection) -> Result<()> {
+    let spare = match conn {
+        Connection::Sentinel(client) => {
+            Connection::Sentinel(SentinelConnection::beside(client, config).await?)
+        }
+        Connection::Cluster(cluster, topology, _) => Connection::Cluster(
+            cluster.clone(),
+            topology.clone(),
+            super::direct::Direct::new(
+                topology.clone(),
+                config.connection_info()?,
+                config.connect_timeout(),
+                config.response_timeout(),
+                config.conn_name.clone(),
+            ),
+        ),
+        _ => return Ok(()),
+    };
+    if let Some(shared) = conn.shared_wait() {
+        shared.set_spare(spare);
+    }
+    Ok(())
+}
+
 /// Opens a command connection: to the server, to the cluster through its seeds, or to the
 /// master the sentinels name. A connection opened for the client reads the cluster's
 /// [`Topology`] or follows the sentinels; another of the same client (the watchdog's, on its

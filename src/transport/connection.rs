@@ -76,16 +76,6 @@ impl Connection {
         }
     }
 
-    /// How many replicas a write to `key` should `WAIT` for: those connected to its master,
-    /// if known.
-    pub(crate) fn replicas_for(&self, key: &str) -> Option<u32> {
-        match self {
-            Connection::Sentinel(conn) => Some(conn.replicas()),
-            Connection::Cluster(_, topology, _) => topology.replicas_for(key),
-            _ => None,
-        }
-    }
-
     /// How many replicas a write to `target` should `WAIT` for, if known.
     pub(super) fn replicas_at(&self, target: &Target) -> Option<u32> {
         match (self, target) {

@@ -12,9 +12,16 @@
 //! The first write to find its master idle sends at once, from its own task (no hop); what
 //! queues behind it is sent by a task of its own, so a caller that drops its future mid-write
 //! never strands the writes queued behind it.
+//!
+//! **A spare lane.** A write that finds its master busy would wait out the `WAIT` ahead of it
+//! before its own even starts: a waiter woken by an unlock message is sent behind that
+//! unlock's `WAIT`. So a connection that waits for replicas has a second connection beside it
+//! (its spare lane, with queues of its own): a write that finds the master busy here and idle
+//! there goes there at once; with both busy it queues here. Writes whose order matters are
+//! never in flight together (each waits for the other's reply), so two lanes reorder nothing.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, Value};
@@ -30,6 +37,8 @@ pub(crate) type Replies = RedisResult<(Vec<RedisResult<Value>>, Option<RedisResu
 #[derive(Default)]
 pub(crate) struct SharedWait {
     queues: Mutex<HashMap<Target, Queue>>,
+    /// The spare lane: another connection to the same masters (whose own has none).
+    spare: OnceLock<Connection>,
 }
 
 /// A master's queue: whether a write is out, and the writes waiting for it to come back.
@@ -62,6 +71,13 @@ impl SharedWait {
         wait: Wait,
         first_key: &str,
     ) -> Replies {
+        if let Some((spare, lane)) = self.spare.get().and_then(|c| Some((c, c.shared_wait()?))) {
+            // (Checked apart, so a race may queue a write the other lane could have taken:
+            // it goes out with the next batch, as without a spare.)
+            if self.is_busy(target) && !lane.is_busy(target) {
+                return Box::pin(lane.send(spare, target, cmds, wait, first_key)).await;
+            }
+        }
         let queued = {
             let mut queues = self.queues.lock();
             let queue = queues.entry(target.clone()).or_default();
@@ -92,6 +108,16 @@ impl SharedWait {
                 replies.pop().unwrap_or_else(|| Err(dropped()))
             }
         }
+    }
+
+    /// Gives this connection its spare lane (once; see the module doc).
+    pub(crate) fn set_spare(&self, spare: Connection) {
+        let _ = self.spare.set(spare);
+    }
+
+    /// Whether a write to `target` is out on this connection.
+    fn is_busy(&self, target: &Target) -> bool {
+        self.queues.lock().get(target).is_some_and(|q| q.busy)
     }
 
     /// Drops what queued at `target` (those writes fail, outcome unknown) and marks it idle:
