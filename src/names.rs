@@ -41,6 +41,26 @@ pub fn lock_channel(key: &str) -> String {
     prefixed("redisson_lock__channel", key)
 }
 
+/// The channel a server's keyspace notifications for `key` of database `db` come on
+/// (`notify-keyspace-events` with `K`).
+///
+/// ```
+/// assert_eq!(redisson_lock::names::keyspace_channel(0, "jobs"), "__keyspace@0__:jobs");
+/// assert_eq!(redisson_lock::names::keyspace_key("__keyspace@0__:jobs"), Some("jobs"));
+/// ```
+pub fn keyspace_channel(db: i64, key: &str) -> String {
+    format!("__keyspace@{db}__:{key}")
+}
+
+/// The key a keyspace channel ([`keyspace_channel`]) is about; `None` for any other channel.
+/// On a cluster such a channel lives where its key does (a node sends its own keys' events),
+/// not where the channel's name would hash.
+pub fn keyspace_key(channel: &str) -> Option<&str> {
+    let rest = channel.strip_prefix("__keyspace@")?;
+    let (_db, key) = rest.split_once("__:")?;
+    Some(key)
+}
+
 /// The pub/sub channel a semaphore's releases and permit changes publish on, the permits
 /// available after each (Redisson's `RSemaphore`; `key` includes any key prefix).
 ///

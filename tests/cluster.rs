@@ -5,6 +5,8 @@
 
 mod support;
 
+#[path = "cluster/loss.rs"]
+mod loss;
 #[path = "cluster/replicas.rs"]
 mod replicas;
 
@@ -299,99 +301,6 @@ async fn renewal_across_slots_keeps_every_lock_through_a_slot_migration() {
         "every lock at its master: {first:?}"
     );
     for guard in guards {
-        guard.unlock().await.unwrap();
-    }
-    tokio::task::block_in_place(|| cluster::get().migrate_slot(slot, from));
-    client.shutdown().await;
-}
-
-/// The loss watch's checks meet a slot half migrated: a hold whose key already moved answers
-/// "not served here" at its old master and is read again where it lives now, never taken for
-/// gone; one whose key was deleted there is found gone at once. (Every held lock is checked
-/// when its subscription comes back: the holder's subscription connections are killed.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_across_a_migrating_slot_never_takes_a_moved_hold_for_gone() {
-    let _exclusive = RedisCluster::exclusive().await;
-    let sharded = server_info().sharded_pubsub;
-    // (A watchdog of 30 s: no renewal finds the loss first.)
-    let client = client_with(|c| {
-        c.with_prompt_loss_detection(true)
-            .with_watchdog_timeout(Duration::from_secs(30))
-    })
-    .await;
-    let slot = slot_of("{checked}");
-    let names: Vec<String> = (0..20).map(|i| format!("{{checked}}:{i}")).collect();
-    let mut guards = Vec::new();
-    for name in &names {
-        guards.push(client.lock(name).lock().await.unwrap());
-    }
-    let all_listened = support::eventually(Duration::from_secs(10), || {
-        (names.iter()).all(|n| listeners(n, &names::lock_channel(n), sharded) == 1)
-    })
-    .await;
-    assert!(all_listened, "every held lock is listened for");
-    let from = cluster::get().master_of_slot(slot).port;
-    let to = (cluster::get().masters().iter())
-        .find(|m| m.port != from)
-        .unwrap()
-        .port;
-    let moved: Vec<usize> = tokio::task::block_in_place(|| {
-        let cluster = cluster::get();
-        cluster.start_migration(slot, to);
-        assert_eq!(cluster.move_keys(slot, to, 10), 10);
-        let source = cluster.node(from);
-        (0..names.len())
-            // (The source answers ASK for a key of the slot it no longer has.)
-            .filter(|&i| source.cmd::<i64>(&["EXISTS", &names[i]]).unwrap_or(0) == 0)
-            .collect()
-    });
-    // (The slot holds other keys too: the acquires' latches.)
-    assert!(
-        (2..names.len()).contains(&moved.len()),
-        "some locks moved, not all: {moved:?}"
-    );
-    let victim = moved[0];
-    let hgets_before = cluster::get().command_calls("hget")[&to];
-    tokio::task::block_in_place(|| {
-        let target = cluster::get().node(to).conn().unwrap();
-        let ((), deleted): ((), i64) = redis::pipe()
-            .cmd("ASKING")
-            .cmd("DEL")
-            .arg(&names[victim])
-            .query(&mut { target })
-            .unwrap();
-        assert_eq!(deleted, 1);
-        for master in cluster::get().masters() {
-            let _: redis::RedisResult<i64> = master.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
-        }
-    });
-    tokio::time::timeout(Duration::from_secs(5), guards[victim].lost())
-        .await
-        .expect("the hold deleted at its new master is told lost");
-    assert_eq!(
-        guards[victim].lost_reason(),
-        Some(redisson_lock::LostReason::Gone)
-    );
-    // Every moved hold was read again at the target (an `HGET` each, through `ASK`).
-    let read_again = support::eventually(Duration::from_secs(5), || {
-        cluster::get().command_calls("hget")[&to] >= hgets_before + moved.len() as u64
-    })
-    .await;
-    let lost: Vec<&str> = (guards.iter().filter(|g| g.is_lost()))
-        .map(|g| g.name())
-        .collect();
-    assert_eq!(
-        lost,
-        [names[victim].as_str()],
-        "only the deleted hold is lost"
-    );
-    assert!(read_again, "the moved holds were read where they live");
-    tokio::task::block_in_place(|| {
-        let cluster = cluster::get();
-        cluster.move_keys(slot, to, usize::MAX);
-        cluster.finish_migration(slot, to);
-    });
-    for guard in guards.into_iter().filter(|g| !g.is_lost()) {
         guard.unlock().await.unwrap();
     }
     tokio::task::block_in_place(|| cluster::get().migrate_slot(slot, from));

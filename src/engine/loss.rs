@@ -16,13 +16,16 @@
 //! subscription confirmed, a resubscription); it then checks the holds of every channel with
 //! news together, on a short task: one read-only call per node for up to [`CHECK_BATCH`]
 //! holds (10,000 holds confirmed together cost 100 calls, not 10,000 `HGET`s). The first
-//! news is the confirmation, so a loss in a hold's first moments is told then. A hold given up within `SETTLE` costs a push onto a list; a hold
-//! watched costs its map entry and its share of a channel (no task, no timer), so that a
-//! client holding 100,000 locks pays little more for it than for their renewals.
+//! news is the confirmation, so a loss in a hold's first moments is told then. A hold given
+//! up within `SETTLE` costs a push onto a list; a hold watched costs its map entry and its
+//! share of a channel (no task, no timer), so that a client holding 100,000 locks pays little
+//! more for it than for their renewals.
 //!
 //! A raw `DEL`, an expiry or an eviction send nothing on the lock's channel. Where the server
 //! sends keyspace notifications (read at connect), a watch also listens on its key's keyspace
-//! channel, told of the events that may mean the hold is gone ([`may_be_gone`]).
+//! channel, told of the events that may mean the hold is gone ([`may_be_gone`]). On a cluster
+//! a node sends its own keys' events: the sharded hub subscribes that channel at the key's
+//! master; in classic mode the hub's one connection hears one node, so none is listened to.
 //!
 //! One channel share per held lock (not per hold: reentrant holds share their entry); on
 //! unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection)
@@ -116,7 +119,9 @@ impl LossWatch {
         let Some(lock) = raw.loss_channel(key) else {
             return Vec::new();
         };
-        let keyspace = self.keyspace.map(|db| format!("__keyspace@{db}__:{key}"));
+        let keyspace = self
+            .keyspace
+            .map(|db| crate::names::keyspace_channel(db, key));
         std::iter::once(lock).chain(keyspace).collect()
     }
 
@@ -160,8 +165,8 @@ impl LossWatch {
             return; // nothing to listen on, or given up since (its holder saw the flag)
         }
         for channel in channels {
-            let filter = channel
-                .starts_with("__keyspace@")
+            let filter = crate::names::keyspace_key(&channel)
+                .is_some()
                 .then_some(may_be_gone as _);
             let mut watched = self.watched.lock();
             watched

@@ -282,9 +282,10 @@ impl Protocol {
         })
     }
 
-    /// Whether each `(key, field)` of each batch (none empty) is still held: per batch one read-only call
-    /// of keys one node serves (none declared, as [`Connection::master_batches`] groups
-    /// them; routed by its first key), all sent at once, without `WAIT` (they write nothing).
+    /// Whether each `(key, field)` of each batch (none empty) is still held: per batch one
+    /// read-only call of keys one node serves (none declared, as
+    /// [`Connection::master_batches`] groups them; routed by its first key), all sent at once,
+    /// without `WAIT` (they write nothing).
     /// Per batch, one [`Renewal`] per pair, as a renewal answers but nothing extended:
     /// `Renewed` still held, `Gone` not held, `Elsewhere` not served by that node.
     pub(crate) async fn held_across(

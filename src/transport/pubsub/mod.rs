@@ -593,7 +593,8 @@ enum Shard {
     Unsubscribe,
 }
 
-/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for each of `channels`, one channel per command,
+/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`; for a keyspace channel `SUBSCRIBE`, `UNSUBSCRIBE`)
+/// for each of `channels`, one channel per command,
 /// pipelined [`SUBSCRIBE_BATCH`] at a time, and returns each channel's answer in order. One
 /// command per channel, because a command naming several must keep to one slot on a cluster,
 /// and because redis-rs 1.8 takes the first of a raw command's confirmations as its whole
@@ -604,14 +605,19 @@ async fn shard_each(
     shard: Shard,
     channels: &[String],
 ) -> redis::RedisResult<Vec<redis::RedisResult<()>>> {
-    let name = match shard {
-        Shard::Subscribe => "SSUBSCRIBE",
-        Shard::Unsubscribe => "SUNSUBSCRIBE",
-    };
     let mut answers = Vec::with_capacity(channels.len());
     for batch in channels.chunks(SUBSCRIBE_BATCH) {
         let mut pipe = redis::pipe();
         for channel in batch {
+            // (A keyspace channel is no shard channel: a node publishes its own keys' events
+            // to plain subscribers.)
+            let keyspace = crate::names::keyspace_key(channel).is_some();
+            let name = match (shard, keyspace) {
+                (Shard::Subscribe, false) => "SSUBSCRIBE",
+                (Shard::Unsubscribe, false) => "SUNSUBSCRIBE",
+                (Shard::Subscribe, true) => "SUBSCRIBE",
+                (Shard::Unsubscribe, true) => "UNSUBSCRIBE",
+            };
             pipe.cmd(name).arg(channel);
         }
         let replies: Vec<redis::RedisResult<redis::Value>> =

@@ -1,6 +1,8 @@
 //! Sharded pub/sub on a cluster: each channel is subscribed (`SSUBSCRIBE`) at the master of
 //! its slot, over one connection per master ([`Link`]) shared by all of this client's waiters
-//! there, opened when a first channel needs it.
+//! there, opened when a first channel needs it. A key's keyspace channel (the loss watch's,
+//! where the nodes send keyspace events) is subscribed with a plain `SUBSCRIBE` at the master
+//! of its key: a node sends only its own keys' events, and never as sharded messages.
 //!
 //! The [`Router`] decides where each channel lives, by the client's [`Topology`]. When a
 //! channel may have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted
@@ -222,9 +224,11 @@ impl Router {
         self.hub.wake_all();
     }
 
-    /// The master serving `channel`'s slot, per the slot map.
+    /// The master serving `channel`'s slot, per the slot map (a keyspace channel's: its
+    /// key's, since a node sends its own keys' events).
     fn node_of(&self, channel: &str) -> Option<NodeAddr> {
-        self.view.slots.master_of(channel).cloned()
+        let routed = crate::names::keyspace_key(channel).unwrap_or(channel);
+        self.view.slots.master_of(routed).cloned()
     }
 
     /// Subscribes `channels` at their masters, opening links as needed.
@@ -383,7 +387,7 @@ impl Link {
                                 self.hub.dispatch(channel, payload);
                             }
                         }
-                        PushKind::SUnsubscribe => {
+                        PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                             if let Some(Value::BulkString(channel)) = push.data.first() {
                                 let channel = String::from_utf8_lossy(channel).into_owned();
                                 self.unsubscribed(channel);

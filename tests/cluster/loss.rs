@@ -1,0 +1,190 @@
+//! Loss told at once on the cluster: the loss watch's batched checks across a migrating slot,
+//! and keyspace events (a raw `DEL`, an expiry) heard at each key's master.
+
+use std::time::{Duration, Instant};
+
+use redisson_lock::{names, LostReason};
+
+use super::support::cluster::{self, key_on_master, slot_of, RedisCluster};
+use super::support::{self, server_info, skip};
+use super::{client_with, listeners};
+
+/// The loss watch's checks meet a slot half migrated: a hold whose key already moved answers
+/// "not served here" at its old master and is read again where it lives now, never taken for
+/// gone; one whose key was deleted there is found gone at once. (Every held lock is checked
+/// when its subscription comes back: the holder's subscription connections are killed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_across_a_migrating_slot_never_takes_a_moved_hold_for_gone() {
+    let _exclusive = RedisCluster::exclusive().await;
+    let sharded = server_info().sharded_pubsub;
+    // (A watchdog of 30 s: no renewal finds the loss first.)
+    let client = client_with(|c| {
+        c.with_prompt_loss_detection(true)
+            .with_watchdog_timeout(Duration::from_secs(30))
+    })
+    .await;
+    let slot = slot_of("{checked}");
+    let names: Vec<String> = (0..20).map(|i| format!("{{checked}}:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.lock(name).lock().await.unwrap());
+    }
+    let all_listened = support::eventually(Duration::from_secs(10), || {
+        (names.iter()).all(|n| listeners(n, &names::lock_channel(n), sharded) == 1)
+    })
+    .await;
+    assert!(all_listened, "every held lock is listened for");
+    let from = cluster::get().master_of_slot(slot).port;
+    let to = (cluster::get().masters().iter())
+        .find(|m| m.port != from)
+        .unwrap()
+        .port;
+    let moved: Vec<usize> = tokio::task::block_in_place(|| {
+        let cluster = cluster::get();
+        cluster.start_migration(slot, to);
+        assert_eq!(cluster.move_keys(slot, to, 10), 10);
+        let source = cluster.node(from);
+        (0..names.len())
+            // (The source answers ASK for a key of the slot it no longer has.)
+            .filter(|&i| source.cmd::<i64>(&["EXISTS", &names[i]]).unwrap_or(0) == 0)
+            .collect()
+    });
+    // (The slot holds other keys too: the acquires' latches.)
+    assert!(
+        (2..names.len()).contains(&moved.len()),
+        "some locks moved, not all: {moved:?}"
+    );
+    let victim = moved[0];
+    let hgets_before = cluster::get().command_calls("hget")[&to];
+    tokio::task::block_in_place(|| {
+        let target = cluster::get().node(to).conn().unwrap();
+        let ((), deleted): ((), i64) = redis::pipe()
+            .cmd("ASKING")
+            .cmd("DEL")
+            .arg(&names[victim])
+            .query(&mut { target })
+            .unwrap();
+        assert_eq!(deleted, 1);
+        for master in cluster::get().masters() {
+            let _: redis::RedisResult<i64> = master.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(5), guards[victim].lost())
+        .await
+        .expect("the hold deleted at its new master is told lost");
+    assert_eq!(
+        guards[victim].lost_reason(),
+        Some(redisson_lock::LostReason::Gone)
+    );
+    // Every moved hold was read again at the target (an `HGET` each, through `ASK`).
+    let read_again = support::eventually(Duration::from_secs(5), || {
+        cluster::get().command_calls("hget")[&to] >= hgets_before + moved.len() as u64
+    })
+    .await;
+    let lost: Vec<&str> = (guards.iter().filter(|g| g.is_lost()))
+        .map(|g| g.name())
+        .collect();
+    assert_eq!(
+        lost,
+        [names[victim].as_str()],
+        "only the deleted hold is lost"
+    );
+    assert!(read_again, "the moved holds were read where they live");
+    tokio::task::block_in_place(|| {
+        let cluster = cluster::get();
+        cluster.move_keys(slot, to, usize::MAX);
+        cluster.finish_migration(slot, to);
+    });
+    for guard in guards.into_iter().filter(|g| !g.is_lost()) {
+        guard.unlock().await.unwrap();
+    }
+    tokio::task::block_in_place(|| cluster::get().migrate_slot(slot, from));
+    client.shutdown().await;
+}
+
+/// Sets `notify-keyspace-events` on every node for as long as it lives (Redis ships it empty).
+struct KeyspaceEvents;
+
+impl KeyspaceEvents {
+    fn on(flags: &str) -> KeyspaceEvents {
+        for node in cluster::get().masters() {
+            let _: () = node
+                .cmd(&["CONFIG", "SET", "notify-keyspace-events", flags])
+                .unwrap();
+        }
+        KeyspaceEvents
+    }
+}
+
+impl Drop for KeyspaceEvents {
+    fn drop(&mut self) {
+        for node in cluster::get().masters() {
+            let _ = node.cmd::<()>(&["CONFIG", "SET", "notify-keyspace-events", ""]);
+        }
+    }
+}
+
+/// Where the nodes send keyspace events, a raw `DEL` and an expiry of a held lock's key are
+/// told at once on a cluster too, on every master: each key's keyspace channel is subscribed at
+/// the master serving the key (a node sends only its own keys' events), not where the
+/// channel's name would hash. (Classic mode has one pub/sub connection, at one node: there
+/// they are told at the next renewal.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_del_or_an_expiry_is_told_at_once_on_every_master() {
+    let test = "a_raw_del_or_an_expiry_is_told_at_once_on_every_master";
+    if !server_info().sharded_pubsub {
+        return skip(
+            test,
+            "no sharded pub/sub before Redis 7: classic mode hears one node",
+        );
+    }
+    // (Exclusive: other tests' clients would listen to keyspace channels too.)
+    let _exclusive = RedisCluster::exclusive().await;
+    let _events = KeyspaceEvents::on("Kgxe");
+    let client = client_with(|c| {
+        c.with_watchdog_timeout(Duration::from_secs(30))
+            .with_prompt_loss_detection(true)
+    })
+    .await;
+    for master in 0..3 {
+        for what in ["del", "expiry"] {
+            let name = key_on_master(&format!("c-keyspace-{what}"), master);
+            let channel = names::keyspace_channel(0, &name);
+            assert_ne!(
+                slot_of(&channel),
+                slot_of(&name),
+                "the channel's name hashes elsewhere"
+            );
+            let guard = client.lock(&name).lock().await.unwrap();
+            let at_master = || {
+                let group = cluster::get();
+                let (_, n): (String, i64) = group
+                    .master_of(&name)
+                    .cmd(&["PUBSUB", "NUMSUB", &channel])
+                    .unwrap();
+                n
+            };
+            assert!(
+                support::eventually(Duration::from_secs(5), || at_master() == 1).await,
+                "{name}'s keyspace channel is subscribed at its master"
+            );
+            let at = Instant::now();
+            let args = match what {
+                "del" => vec!["DEL", &name],
+                _ => vec!["PEXPIRE", &name, "50"],
+            };
+            let _: i64 = cluster::get().master_of(&name).cmd(&args).unwrap();
+            tokio::time::timeout(Duration::from_secs(2), guard.lost())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("a raw {what} of {name} told well before the next renewal (10 s away)")
+                });
+            eprintln!(
+                "master {master}: raw {what} to lost signal {:?}",
+                at.elapsed()
+            );
+            assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
+        }
+    }
+    client.shutdown().await;
+}
