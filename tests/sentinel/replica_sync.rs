@@ -8,6 +8,16 @@ use std::time::{Duration, Instant};
 use redisson_lock::{names, Error, Lease, LockClient, LockGuard, Owner, Wait};
 
 use super::support;
+
+/// Whether a client is blocked at the master right now (here: in a `WAIT`). Not `CLIENT LIST`'s
+/// `cmd=wait`, which is a connection's last command: an idle lane whose last write waited
+/// shows it for good.
+fn blocked_in_wait() -> bool {
+    let blocked = sentinel::get()
+        .master()
+        .info_field("clients", "blocked_clients");
+    blocked.is_some_and(|n| n.trim() != "0")
+}
 use super::support::sentinel::{self, SentinelGroup};
 use super::{calls, client_with, holders, wait_calls};
 
@@ -61,11 +71,7 @@ async fn writes_queued_behind_a_wait_share_the_next_and_each_is_acknowledged() {
         })
     };
     let first = acquire(0);
-    let waiting = support::eventually(Duration::from_secs(10), || {
-        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
-        clients.lines().any(|l| l.contains("cmd=wait"))
-    })
-    .await;
+    let waiting = support::eventually(Duration::from_secs(10), || blocked_in_wait()).await;
     assert!(
         waiting,
         "the first acquire's WAIT blocks on the stopped replica"
@@ -237,10 +243,7 @@ async fn a_waiter_whose_attempt_is_not_acknowledged_keeps_waiting() {
     sentinel::get().replica().signal(libc::SIGSTOP);
     // The lease runs out; the waiter's attempt then blocks in a WAIT and waits out its 1 s,
     // unacknowledged (the WAIT ends while the replica is still stopped).
-    let in_wait = || -> bool {
-        let clients: String = sentinel::get().master().cmd(&["CLIENT", "LIST"]).unwrap();
-        clients.lines().any(|l| l.contains("cmd=wait"))
-    };
+    let in_wait = blocked_in_wait;
     let blocked = support::eventually(Duration::from_secs(10), in_wait).await;
     let unanswered = blocked && support::eventually(Duration::from_secs(5), || !in_wait()).await;
     sentinel::get().replica().signal(libc::SIGCONT);
