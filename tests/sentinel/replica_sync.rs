@@ -71,7 +71,7 @@ async fn writes_queued_behind_a_wait_share_the_next_and_each_is_acknowledged() {
         })
     };
     let first = acquire(0);
-    let waiting = support::eventually(Duration::from_secs(10), || blocked_in_wait()).await;
+    let waiting = support::eventually(Duration::from_secs(10), blocked_in_wait).await;
     assert!(
         waiting,
         "the first acquire's WAIT blocks on the stopped replica"
