@@ -294,14 +294,7 @@ impl Protocol {
     ) -> Vec<RedisResult<Vec<Renewal>>> {
         let calls = batches
             .iter()
-            .map(|batch| {
-                let bytes: usize = batch.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
-                let mut cmd = HELD_ACROSS.evalsha(0, 2 * batch.len(), bytes);
-                for (key, field) in batch {
-                    cmd.arg(*key).arg(*field);
-                }
-                Call::script(&HELD_ACROSS, batch[0].0, cmd)
-            })
+            .map(|batch| Call::script(&HELD_ACROSS, batch[0].0, HELD_ACROSS.across(None, batch)))
             .collect();
         let answers = write::write(&self.conn, calls, None).await;
         batches

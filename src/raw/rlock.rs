@@ -277,19 +277,6 @@ fn renew_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
     cmd
 }
 
-/// `EVALSHA renew_across 0 lease key1 field1 .. keyn fieldn`: the same renewal, its keys in
-/// ARGV (none declared), so that one call may carry keys of any slot the node serves.
-fn renew_across_cmd(lease_ms: u64, entries: &[(&str, &str)]) -> Cmd {
-    let n = entries.len();
-    let bytes: usize = entries.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
-    let mut cmd = RENEW_ACROSS.evalsha(0, 2 * n + 1, bytes);
-    cmd.arg(lease_ms);
-    for (key, field) in entries {
-        cmd.arg(*key).arg(*field);
-    }
-    cmd
-}
-
 /// The renewal of each `(key, field)` to `lease_ms`: keys declared (one slot), or in ARGV
 /// (`across`: any slots the node serves).
 pub(super) fn renew_call(lease_ms: u64, entries: &[(&str, &str)], across: bool) -> Call {
@@ -297,7 +284,7 @@ pub(super) fn renew_call(lease_ms: u64, entries: &[(&str, &str)], across: bool) 
         true => Call::script(
             &RENEW_ACROSS,
             entries[0].0,
-            renew_across_cmd(lease_ms, entries),
+            RENEW_ACROSS.across(Some(lease_ms), entries),
         ),
         false => Call::script(&RENEW, entries[0].0, renew_cmd(lease_ms, entries)),
     }

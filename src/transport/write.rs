@@ -48,6 +48,22 @@ impl Script {
         cmd
     }
 
+    /// `EVALSHA <sha1> 0 [lead] key1 field1 .. keyn fieldn`: the keys in ARGV, none declared,
+    /// so that one call may carry keys of any slot its node serves (the renewal and the check
+    /// across slots).
+    pub(crate) fn across(&self, lead: Option<u64>, pairs: &[(&str, &str)]) -> Cmd {
+        let bytes: usize = pairs.iter().map(|(k, f)| k.len() + f.len() + 16).sum();
+        let args = 2 * pairs.len() + usize::from(lead.is_some());
+        let mut cmd = self.evalsha(0, args, bytes);
+        if let Some(lead) = lead {
+            cmd.arg(lead);
+        }
+        for (key, field) in pairs {
+            cmd.arg(*key).arg(*field);
+        }
+        cmd
+    }
+
     /// The `EVALSHA` call `cmd` (built by [`Script::evalsha`]) as `EVAL` with this script's
     /// text.
     pub(crate) fn eval_instead(&self, cmd: &Cmd) -> Cmd {
