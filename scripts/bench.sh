@@ -367,7 +367,9 @@ $table
 - **P4**: one client holds N locks (acquired 256 at a time) with a 3 s watchdog timeout, so
   renewal every 1 s. In a fresh process per implementation and size: memory per lock = RSS after
   acquiring minus RSS before, ÷ N (JVM: also live heap after \`System.gc()\`, which says more than
-  the JVM's RSS). After two settling cycles, a window of several cycles: renewal calls per cycle
+  the JVM's RSS; the crate with loss detection on is measured once its watch has subscribed
+  every hold, as \`CLIENT LIST\` shows, and a renewal interval more for the checks that start).
+  After two settling cycles, a window of several cycles: renewal calls per cycle
   = EVALSHA+EVAL calls in the window ÷ cycles; cycle duration = length of each distinct renewal
   burst seen by sampling \`INFO commandstats\` every 5 ms (none when renewals are spread over
   time, as with per-lock timers); client CPU over the window ÷ cycles (Rust: \`getrusage\`; JVM:

@@ -45,6 +45,32 @@ fn write_syscalls() -> u64 {
         .unwrap_or(0)
 }
 
+/// Channels the client `client_id` is subscribed to, over every node (`CLIENT LIST`'s `sub=`
+/// and `ssub=` of its connections, which carry its id in their names).
+fn subscriptions_of(target: &Target, client_id: &str) -> usize {
+    let field = |line: &str, name: &str| -> usize {
+        line.split(' ')
+            .find_map(|f| f.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    target
+        .sync_conns()
+        .iter_mut()
+        .map(|conn| {
+            let clients: String = redis::cmd("CLIENT")
+                .arg("LIST")
+                .query(conn)
+                .unwrap_or_default();
+            clients
+                .lines()
+                .filter(|l| l.contains(client_id))
+                .map(|l| field(l, "sub=") + field(l, "ssub="))
+                .sum::<usize>()
+        })
+        .sum()
+}
+
 pub(crate) fn cpu_time() -> Duration {
     // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is always valid.
     let usage = unsafe {
@@ -97,6 +123,27 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
                 .await;
             eprintln!("crate: {count} locks acquired in {:?}", started.elapsed());
             assert_eq!(client.renewed_locks(), count);
+            if imp == "crate" {
+                // The loss watch listens for each hold once it lived 10 ms, and checks it when
+                // the subscription is confirmed: wait for all of that, so that its start-up
+                // falls in neither the memory taken nor the window (the steady state is what
+                // is measured), then a renewal interval for the checks.
+                let (target, id) = (target.clone(), client.client_id().to_string());
+                let all = tokio::task::spawn_blocking(move || {
+                    let give_up = Instant::now() + Duration::from_secs(120);
+                    while subscriptions_of(&target, &id) < count {
+                        if Instant::now() > give_up {
+                            return false;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    true
+                });
+                if !all.await.unwrap() {
+                    eprintln!("crate: the loss watch had not subscribed every hold in 120 s");
+                }
+                tokio::time::sleep(interval).await;
+            }
             std::mem::forget(client);
         } else {
             let conn = FloorConn::open(&target).await;
