@@ -359,7 +359,6 @@ impl Target<'_> {
         }
     }
 
-    /// A hold just acquired and registered under `ticket`.
     /// The error of a hold no replica acknowledged (undone by then).
     fn not_replicated(&self, replicas: u32) -> Error {
         Error::NotReplicated {
@@ -369,6 +368,7 @@ impl Target<'_> {
         }
     }
 
+    /// A hold just acquired and registered under `ticket`.
     fn hold(&self, lease: Lease, ticket: Ticket) -> Hold {
         // (A kind with no loss channel gets no watcher: `watch` checks.)
         if self.shared.config.prompt_loss_detection() {

@@ -22,13 +22,7 @@ pub(crate) async fn add_spare_lane(config: &Config, conn: &Connection) -> Result
         Connection::Cluster(cluster, topology, _) => Connection::Cluster(
             cluster.clone(),
             topology.clone(),
-            super::direct::Direct::new(
-                topology.clone(),
-                config.connection_info()?,
-                config.connect_timeout(),
-                config.response_timeout(),
-                config.conn_name.clone(),
-            ),
+            super::direct::Direct::new(topology.clone(), config)?,
         ),
         _ => return Ok(()),
     };
@@ -98,13 +92,7 @@ pub(crate) async fn open(config: &Config, beside: Option<&Connection>) -> Result
             Topology::start(conn.clone(), client_id).await
         }
     };
-    let direct = super::direct::Direct::new(
-        topology.clone(),
-        config.connection_info()?,
-        config.connect_timeout(),
-        config.response_timeout(),
-        config.conn_name.clone(),
-    );
+    let direct = super::direct::Direct::new(topology.clone(), config)?;
     Ok(Connection::Cluster(conn, topology, direct))
 }
 

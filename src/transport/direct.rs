@@ -23,6 +23,8 @@ use super::naming::{ConnName, Renamer};
 use super::shared_wait::SharedWait;
 use super::topology::Topology;
 use super::NodeAddr;
+use crate::config::Config;
+use crate::error::Result;
 
 /// How soon a link that failed to open is tried again.
 const REOPEN_AFTER: Duration = Duration::from_secs(1);
@@ -56,26 +58,21 @@ enum LinkState {
 }
 
 impl Direct {
-    /// The lane over the masters `topology` names, `base` giving login and TLS.
-    pub(crate) fn new(
-        topology: Arc<Topology>,
-        base: redis::ConnectionInfo,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        name: Option<ConnName>,
-    ) -> Arc<Direct> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(response_timeout));
-        Arc::new(Direct {
-            base,
-            config,
+    /// The lane over the masters `topology` names, with `config`'s login, TLS, timeouts and
+    /// connection name.
+    pub(crate) fn new(topology: Arc<Topology>, config: &Config) -> Result<Arc<Direct>> {
+        let name = config.conn_name.clone();
+        Ok(Arc::new(Direct {
+            base: config.connection_info()?,
+            config: AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(config.connect_timeout()))
+                .set_response_timeout(Some(config.response_timeout())),
             topology,
             links: Mutex::default(),
             shared_wait: Arc::default(),
             renamer: name.clone().map(Renamer::new),
             name,
-        })
+        }))
     }
 
     /// The link to the master at `master`, if open (a link not opened yet starts opening in
