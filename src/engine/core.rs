@@ -221,7 +221,7 @@ impl Engine {
             connect::add_spare_lane(&config, &conn).await?;
         }
         let keyspace = match config.prompt_loss_detection() {
-            true => connect::keyspace_events(&mut conn, mode).await,
+            true => connect::keyspace_events(&mut conn).await,
             false => None,
         };
         let cluster = conn.is_cluster();

@@ -24,8 +24,7 @@
 //! A raw `DEL`, an expiry or an eviction send nothing on the lock's channel. Where the server
 //! sends keyspace notifications (read at connect), a watch also listens on its key's keyspace
 //! channel, told of the events that may mean the hold is gone ([`may_be_gone`]). On a cluster
-//! a node sends its own keys' events: the sharded hub subscribes that channel at the key's
-//! master; in classic mode the hub's one connection hears one node, so none is listened to.
+//! a node sends its own keys' events: the hub subscribes that channel at the key's master.
 //!
 //! One channel share per held lock (not per hold: reentrant holds share their entry); on
 //! unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection)

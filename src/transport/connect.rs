@@ -120,14 +120,10 @@ pub(crate) async fn publish_mode(conn: &mut Connection, config: &Config) -> Resu
 /// The database whose keyspace notifications a holder can listen to for its lock's key (a raw
 /// `DEL`, an expiry, an eviction send no message on the lock's channel): where the server sends
 /// them (`notify-keyspace-events` with `K` and any of `g`, `x`, `e` or `A`; Redis ships it
-/// empty; on a cluster, as any master answers). `None` on a cluster in classic `mode`, where
-/// `CONFIG GET` is refused, or where they are off.
-pub(crate) async fn keyspace_events(conn: &mut Connection, mode: PublishMode) -> Option<i64> {
-    // (A cluster node sends only its own keys' events: the sharded hub subscribes each key's
-    // channel at its master; the classic hub's one connection would hear one node's.)
-    if conn.is_cluster() && mode != PublishMode::SPublish {
-        return None;
-    }
+/// empty; on a cluster, as any master answers: the hub subscribes each key's channel at its
+/// master, since a node sends only its own keys' events). `None` where `CONFIG GET` is
+/// refused, or where they are off.
+pub(crate) async fn keyspace_events(conn: &mut Connection) -> Option<i64> {
     let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg("notify-keyspace-events");
     let reply = conn.on_any_master(&cmd).await.ok()?;

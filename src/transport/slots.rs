@@ -5,7 +5,7 @@
 use super::NodeAddr;
 
 /// Which master serves which slots, as `CLUSTER SLOTS` said at one moment.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct SlotMap {
     /// `(first, last, master)`, sorted by first slot.
     ranges: Vec<(u16, u16, NodeAddr)>,

@@ -1,7 +1,8 @@
 //! A pub/sub connection of its own at the node that serves one key, for what a non-holder
 //! hears of a lock ([`Lock::events`](crate::Lock::events)): the lock's channel (an unlock's
 //! message), and the server's keyspace events for the key, which a node sends only to its own
-//! subscribers (so not through the hub, whose classic connection may sit on another master).
+//! subscribers. (Not through the hub: the node's `del` and `expired` key-event channels carry
+//! every key's events, which no waiter or holder of the client wants.)
 //!
 //! The connection follows the key's node: after a drop, a failover (Sentinel names another
 //! master) or a slot move (the cluster view names another), it connects again where the key
@@ -147,6 +148,7 @@ impl KeyEvents {
             let answers = shard_each(
                 &mut conn,
                 Shard::Subscribe,
+                true,
                 std::slice::from_ref(&self.channel),
             );
             answers

@@ -1,9 +1,9 @@
 //! The subscription hub: the pub/sub side of a client, shared by every waiter.
 //!
-//! On one server, and on a cluster in classic mode, one RESP3 connection carries every
-//! channel ([`single`]). On a cluster in sharded mode a channel is subscribed at the master of
-//! its slot, over one connection per master shared by all of this client's waiters there
-//! ([`sharded`]), and follows its slot when it moves.
+//! On one server, and through Sentinel, one RESP3 connection carries every channel
+//! ([`single`]). On a cluster a channel is subscribed at the master of its slot (`SSUBSCRIBE`
+//! in sharded mode, `SUBSCRIBE` in classic mode), over one connection per master shared by all
+//! of this client's waiters there ([`sharded`]), and follows its slot when it moves.
 //!
 //! Waiters of the same lock share one subscription to its channel, counted by reference. When
 //! the last waiter leaves, the subscription lingers for about a second before the hub drops
@@ -280,21 +280,16 @@ impl Hub {
             .set_protocol(redis::ProtocolVersion::RESP3);
         let base = connection.set_redis_settings(redis);
         let sharded = mode == PublishMode::SPublish;
-        if let (Some(topology), true) = (conn.topology(), sharded) {
-            let router =
-                sharded::Router::new(hub.clone(), topology.clone(), base, rx, connect_timeout);
-            router
-                .start(shutdown)
-                .await
-                .map_err(crate::transport::node::pubsub_error)?;
-            return Ok(hub);
-        }
         let endpoint = match conn {
-            Connection::Cluster(_, topology, _) => single::Endpoint::AnyMaster {
-                base,
-                topology,
-                turn: 0,
-            },
+            Connection::Cluster(_, topology, _) => {
+                let router =
+                    sharded::Router::new(hub.clone(), topology, base, sharded, rx, connect_timeout);
+                router
+                    .start(shutdown)
+                    .await
+                    .map_err(crate::transport::node::pubsub_error)?;
+                return Ok(hub);
+            }
             Connection::Sentinel(sentinel) => single::Endpoint::SentinelMaster {
                 base,
                 master: sentinel.master(),
@@ -593,8 +588,8 @@ enum Shard {
     Unsubscribe,
 }
 
-/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`; for a keyspace channel `SUBSCRIBE`, `UNSUBSCRIBE`)
-/// for each of `channels`, one channel per command,
+/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`; `SUBSCRIBE`, `UNSUBSCRIBE` where not `sharded`, and
+/// for a keyspace channel) for each of `channels`, one channel per command,
 /// pipelined [`SUBSCRIBE_BATCH`] at a time, and returns each channel's answer in order. One
 /// command per channel, because a command naming several must keep to one slot on a cluster,
 /// and because redis-rs 1.8 takes the first of a raw command's confirmations as its whole
@@ -603,6 +598,7 @@ enum Shard {
 async fn shard_each(
     conn: &mut MultiplexedConnection,
     shard: Shard,
+    sharded: bool,
     channels: &[String],
 ) -> redis::RedisResult<Vec<redis::RedisResult<()>>> {
     let mut answers = Vec::with_capacity(channels.len());
@@ -611,8 +607,8 @@ async fn shard_each(
         for channel in batch {
             // (A keyspace channel is no shard channel: a node publishes its own keys' events
             // to plain subscribers.)
-            let keyspace = crate::names::keyspace_key(channel).is_some();
-            let name = match (shard, keyspace) {
+            let plain = !sharded || crate::names::keyspace_key(channel).is_some();
+            let name = match (shard, plain) {
                 (Shard::Subscribe, false) => "SSUBSCRIBE",
                 (Shard::Unsubscribe, false) => "SUNSUBSCRIBE",
                 (Shard::Subscribe, true) => "SUBSCRIBE",

@@ -1,8 +1,17 @@
-//! Sharded pub/sub on a cluster: each channel is subscribed (`SSUBSCRIBE`) at the master of
-//! its slot, over one connection per master ([`Link`]) shared by all of this client's waiters
-//! there, opened when a first channel needs it. A key's keyspace channel (the loss watch's,
-//! where the nodes send keyspace events) is subscribed with a plain `SUBSCRIBE` at the master
-//! of its key: a node sends only its own keys' events, and never as sharded messages.
+//! Pub/sub on a cluster: each channel is subscribed at the master of its slot (`SSUBSCRIBE` in
+//! sharded mode), over one connection per master ([`Link`]) shared by all of this client's
+//! waiters there, opened when a first channel needs it. A key's keyspace channel (the loss
+//! watch's, where the nodes send keyspace events) is subscribed with a plain `SUBSCRIBE` at the
+//! master of its key: a node sends only its own keys' events, and never as sharded messages.
+//!
+//! In classic mode every channel is a plain one (`SUBSCRIBE`). A `PUBLISH` reaches every node,
+//! so a lock's channel would be heard anywhere; it is still placed at its slot's master, for
+//! most names the node whose scripts publish on it (the channel's hash tag is the lock's name),
+//! which spares the message a hop over the cluster bus and spreads the channels over the
+//! masters. A
+//! keyspace channel must be at its key's master, as in sharded mode: one connection at one
+//! node would hear that node's keys alone. No node pushes an `UNSUBSCRIBE` when a slot moves:
+//! the channels follow the topology's reads.
 //!
 //! The [`Router`] decides where each channel lives, by the client's [`Topology`]. When a
 //! channel may have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted
@@ -70,6 +79,8 @@ pub(super) struct Router {
     topology: Arc<Topology>,
     /// Login, TLS and RESP3 for node connections.
     base: redis::ConnectionInfo,
+    /// `SSUBSCRIBE` (sharded mode), or plain `SUBSCRIBE` (classic mode).
+    sharded: bool,
     commands: mpsc::UnboundedReceiver<Command>,
     events: mpsc::UnboundedSender<Event>,
     inbox: mpsc::UnboundedReceiver<Event>,
@@ -82,6 +93,11 @@ pub(super) struct Router {
     placed: HashMap<String, NodeAddr>,
     /// Channels a node said it no longer serves, and since when.
     moved: HashMap<String, (NodeAddr, Instant)>,
+    /// Whether every wanted channel was placed where the view says, with no link lost and no
+    /// channel moved since: a read that finds the same slot map then has nothing to do (a
+    /// client holding 100,000 watched locks has as many channels, and the topology is read
+    /// every few seconds).
+    settled: bool,
     shutdown: CancellationToken,
 }
 
@@ -90,6 +106,7 @@ impl Router {
         hub: Arc<Hub>,
         topology: Arc<Topology>,
         base: redis::ConnectionInfo,
+        sharded: bool,
         commands: mpsc::UnboundedReceiver<Command>,
         connect_timeout: Duration,
     ) -> Router {
@@ -99,6 +116,7 @@ impl Router {
             view: topology.view(),
             topology,
             base,
+            sharded,
             commands,
             events,
             inbox,
@@ -107,6 +125,7 @@ impl Router {
             connect_timeout,
             placed: HashMap::new(),
             moved: HashMap::new(),
+            settled: false,
             shutdown: CancellationToken::new(),
         }
     }
@@ -160,6 +179,7 @@ impl Router {
                         self.hub.rewake(&here);
                     }
                     Event::Moved((node, _), channel) => {
+                        self.settled = false;
                         if self.placed.get(&channel) == Some(&node) {
                             self.hub.mark_unready(&channel);
                         }
@@ -171,6 +191,7 @@ impl Router {
                             continue; // a link already replaced
                         }
                         self.links.remove(&node);
+                        self.settled = false;
                         for (channel, _) in self.placed.iter().filter(|(_, n)| **n == node) {
                             self.hub.mark_unready(channel);
                         }
@@ -198,8 +219,9 @@ impl Router {
                     // Read by the topology's own scan (or for another reader): no I/O here.
                     let view = self.topology.view();
                     if view.epoch != self.view.epoch && refresh_at.is_none() {
+                        let same = self.settled && view.slots == self.view.slots;
                         self.view = view;
-                        if self.replace_all() {
+                        if !same && self.replace_all() {
                             refresh_at = Some(Instant::now() + REREAD);
                         }
                     }
@@ -243,6 +265,7 @@ impl Router {
                 // A slot nobody serves (mid-failover): looked at again on the next refresh.
                 None => {
                     self.placed.remove(&channel);
+                    self.settled = false;
                 }
             }
         }
@@ -257,6 +280,7 @@ impl Router {
     /// the map looked stale (it still names a node that gave a channel up), so should be read
     /// again soon.
     fn replace_all(&mut self) -> bool {
+        self.settled = true;
         let wanted = self.hub.channel_names();
         let mut moving = Vec::new();
         let mut stale = false;
@@ -294,6 +318,7 @@ impl Router {
         }
         self.moved
             .retain(|channel, _| self.placed.contains_key(channel) || self.hub.is_wanted(channel));
+        self.settled &= !stale;
         stale
     }
 
@@ -310,6 +335,7 @@ impl Router {
             from: (node.clone(), id),
             connect_timeout: self.connect_timeout,
             info: node_info(&self.base, &node.0, node.1),
+            sharded: self.sharded,
             hub: self.hub.clone(),
             orders: inbox,
             events: self.events.clone(),
@@ -339,6 +365,8 @@ struct Link {
     from: From,
     connect_timeout: Duration,
     info: redis::ConnectionInfo,
+    /// As the router's.
+    sharded: bool,
     hub: Arc<Hub>,
     orders: mpsc::UnboundedReceiver<Order>,
     events: mpsc::UnboundedSender<Event>,
@@ -404,7 +432,7 @@ impl Link {
                             channels.retain(|channel| self.subscribed.remove(channel));
                             self.leaving.extend(channels.iter().cloned());
                             // (A channel the node no longer serves answers `MOVED`: gone anyway.)
-                            shard_each(&mut conn, Shard::Unsubscribe, &channels).await?;
+                            shard_each(&mut conn, Shard::Unsubscribe, self.sharded, &channels).await?;
                         }
                     }
                 }
@@ -415,7 +443,7 @@ impl Link {
         }
     }
 
-    /// `SSUBSCRIBE`s `channels`, pipelined (one channel per command, so one slot each, as a
+    /// Subscribes `channels`, pipelined (one channel per command, so one slot each, as a
     /// cluster requires), and tells the router which were confirmed and which moved.
     async fn subscribe(
         &mut self,
@@ -425,7 +453,7 @@ impl Link {
         for channel in &channels {
             self.leaving.remove(channel);
         }
-        let answers = shard_each(conn, Shard::Subscribe, &channels).await?;
+        let answers = shard_each(conn, Shard::Subscribe, self.sharded, &channels).await?;
         let mut confirmed = Vec::with_capacity(channels.len());
         for (channel, answer) in channels.into_iter().zip(answers) {
             match answer {

@@ -1,8 +1,7 @@
-//! One pub/sub connection for all of a client's channels: to the server, to the master the
-//! sentinels name (moving with it), or on a cluster in classic mode to any master (a `PUBLISH`
-//! reaches every node of a cluster). It reconnects with
-//! backoff on its own, subscribes every wanted channel again, bumps the hub's epoch and wakes
-//! every waiter, so none waits out a message that was published while it was away.
+//! One pub/sub connection for all of a client's channels: to the server, or to the master the
+//! sentinels name (moving with it). It reconnects with backoff on its own, subscribes every
+//! wanted channel again, bumps the hub's epoch and wakes every waiter, so none waits out a
+//! message that was published while it was away.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,20 +14,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
-use crate::transport::topology::Topology;
 use crate::transport::{node_info, NodeAddr};
 
 /// Where the connection goes.
 pub(super) enum Endpoint {
     /// The one server.
     Fixed(redis::ConnectionInfo),
-    /// Any master of the cluster `topology` names (another one after each failed connect,
-    /// with the topology read again), with the login and TLS of `base`.
-    AnyMaster {
-        base: redis::ConnectionInfo,
-        topology: Arc<Topology>,
-        turn: usize,
-    },
     /// The master the sentinels name now, with the login and TLS of `base`; a switch ends
     /// the connection to the old one.
     SentinelMaster {
@@ -45,33 +36,9 @@ impl Endpoint {
                 let (host, port) = master.borrow_and_update().clone();
                 Ok(node_info(base, &host, port))
             }
-            Endpoint::AnyMaster {
-                base,
-                topology,
-                turn,
-            } => {
-                // (The first connect takes the view as read at connect; a later one, after a
-                // failure, one read since.)
-                let view = match *turn {
-                    0 => topology.view(),
-                    _ => topology.refreshed().await?,
-                };
-                let masters = view.slots.masters();
-                if masters.is_empty() {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Server(redis::ServerErrorKind::ClusterDown),
-                        "the cluster serves no slots",
-                    )));
-                }
-                *turn += 1;
-                let (host, port) = &masters[*turn % masters.len()];
-                Ok(node_info(base, host, *port))
-            }
         }
     }
-}
 
-impl Endpoint {
     /// Resolves when the node connected to is no longer the right one (never, but on Sentinel).
     async fn moved(&mut self) {
         match self {
@@ -165,7 +132,7 @@ impl HubTask {
         channels: &[String],
     ) -> redis::RedisResult<()> {
         if self.sharded {
-            shard_each(conn, Shard::Subscribe, channels)
+            shard_each(conn, Shard::Subscribe, true, channels)
                 .await?
                 .into_iter()
                 .collect()
@@ -180,7 +147,7 @@ impl HubTask {
         channels: &[String],
     ) -> redis::RedisResult<()> {
         if self.sharded {
-            shard_each(conn, Shard::Unsubscribe, channels)
+            shard_each(conn, Shard::Unsubscribe, true, channels)
                 .await?
                 .into_iter()
                 .collect()
