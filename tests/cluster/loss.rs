@@ -150,7 +150,6 @@ async fn a_raw_del_or_an_expiry_is_told_at_once_on_every_master() {
             for what in ["del", "expiry"] {
                 let name = key_on_master(&format!("c-keyspace-{what}-{mode:?}"), master);
                 told_at_once(&client, &name, what).await;
-                eprintln!("({mode:?})");
             }
         }
         client.shutdown().await;
@@ -190,7 +189,7 @@ async fn told_at_once(client: &LockClient, name: &str, what: &str) {
         .unwrap_or_else(|_| {
             panic!("a raw {what} of {name} told well before the next renewal (10 s away)")
         });
-    eprint!("{name}: raw {what} to lost signal {:?} ", at.elapsed());
+    eprintln!("{name}: raw {what} to lost signal {:?}", at.elapsed());
     assert_eq!(guard.lost_reason(), Some(LostReason::Gone));
 }
 

@@ -8,10 +8,9 @@
 //! so a lock's channel would be heard anywhere; it is still placed at its slot's master, for
 //! most names the node whose scripts publish on it (the channel's hash tag is the lock's name),
 //! which spares the message a hop over the cluster bus and spreads the channels over the
-//! masters. A
-//! keyspace channel must be at its key's master, as in sharded mode: one connection at one
-//! node would hear that node's keys alone. No node pushes an `UNSUBSCRIBE` when a slot moves:
-//! the channels follow the topology's reads.
+//! masters. A keyspace channel must be at its key's master, as in sharded mode: one connection
+//! at one node would hear that node's keys alone. No node pushes an `UNSUBSCRIBE` when a slot
+//! moves: the channels follow the topology's reads.
 //!
 //! The [`Router`] decides where each channel lives, by the client's [`Topology`]. When a
 //! channel may have moved (the node pushed a `SUNSUBSCRIBE` it was not asked for, as a demoted
