@@ -6,7 +6,7 @@ use super::clients::ClientName;
 use super::read::{client_names, read_page};
 use super::{LockInfo, LockKind, LockState};
 use crate::error::{Error, Result};
-use crate::transport::write::Target;
+use crate::transport::write::{is_stale_route, Target};
 use crate::transport::Connection;
 
 /// The held locks whose names match a pattern, from
@@ -105,6 +105,40 @@ impl Scan {
         }
     }
 
+    /// After `target` could not be reached where the view put it (a failover, a node gone or
+    /// not connected): reads the cluster's slot map again and, if `target` is no longer a
+    /// master there, scans in its place, from the start, the masters this scan did not know
+    /// (its promoted replica). `false` when there is nothing to retry: no cluster, the map
+    /// could not be read, or `target` is still a master (the error stands).
+    async fn retarget(&mut self, target: &Target) -> bool {
+        let Some(topology) = self.conn.topology().cloned() else {
+            return false;
+        };
+        let Ok(view) = topology.refreshed().await else {
+            return false;
+        };
+        let masters: Vec<Target> = (view.slots.masters().into_iter())
+            .map(|m| Target::Node(m.clone()))
+            .collect();
+        if masters.contains(target) {
+            return false;
+        }
+        let new: Vec<Target> = (masters.into_iter())
+            .filter(|m| !self.nodes.contains(m))
+            .collect();
+        if new.is_empty() && self.nodes.len() == 1 {
+            return false;
+        }
+        // (`node` counts over the list twice, one pass per kind of key: it keeps its place
+        // in its pass.)
+        let (before, place) = (self.nodes.len(), self.node % self.nodes.len());
+        let second = self.node >= before;
+        self.nodes.splice(place..=place, new);
+        self.node = place + if second { self.nodes.len() } else { 0 };
+        self.cursor = None;
+        true
+    }
+
     /// The locks of the next `SCAN` call (possibly none), `None` once every master has
     /// been scanned: one `SCAN` and one write of reads, a bounded amount of work.
     ///
@@ -140,6 +174,9 @@ impl Scan {
         let (cursor, keys): (u64, Vec<String>) =
             match reply.and_then(|r| Ok(redis::from_redis_value(r)?)) {
                 Ok(page) => page,
+                Err(err) if is_stale_route(&err) && self.retarget(&target).await => {
+                    return Some(Ok(Vec::new()));
+                }
                 Err(err) => return Some(Err(Error::Redis(err))),
             };
         if cursor == 0 {

@@ -173,6 +173,9 @@ async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
     // A lease longer than the promotion (about 3-5 s here), so that the holder can keep it.
     let (holder, waiter, held, waiting) =
         held_and_waited(&name, sharded, Duration::from_secs(10)).await;
+    // A scan made before the kill: it plans to visit the master about to die.
+    let looker = client().await;
+    let mut scan = looker.scan("killed*");
     let killed_at = Instant::now();
     tokio::task::block_in_place(|| cluster::get().kill_master_of(slot));
     let promoted = killed_at.elapsed();
@@ -207,7 +210,18 @@ async fn a_killed_master_leaves_no_stuck_waiter_and_no_unaware_double_holder() {
         "kept" => renewed_or_told(&name, &held, killed_at).await,
         lost => lost,
     };
+    // The scan finds the dead master's locks at the replica that took its place.
+    let mut seen = Vec::new();
+    while let Some(info) = scan.next().await {
+        seen.push(info.expect("a scan through a killed master").name);
+    }
+    looker.shutdown().await;
     let served = if outcome == "kept" {
+        assert_eq!(
+            seen,
+            std::slice::from_ref(&name),
+            "the scan sees the kept lock"
+        );
         // Renewed at the new master, then released: the waiter is woken.
         assert!(!held.is_lost());
         assert!(
