@@ -6,30 +6,13 @@ mod support;
 use std::time::Duration;
 
 use redisson_lock::{LockClient, LockGuard, Owner};
-use support::{eventually, load_scripts, RedisServer, Relay};
+use support::{eventually, load_scripts, waiters, RedisServer, Relay};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
 /// Holders here take a long fixed lease: nothing happens by expiry within a test.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 const PROMPT: Duration = Duration::from_secs(5);
-
-/// Starts one waiter per owner on `name`; each sends its guard once it acquires.
-fn waiters(
-    client: &LockClient,
-    name: &str,
-    owners: &[Owner],
-) -> mpsc::UnboundedReceiver<LockGuard> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    for &owner in owners {
-        let (lock, tx) = (client.lock(name).with_owner(owner), tx.clone());
-        tokio::spawn(async move {
-            let guard = lock.lock_with_lease(LONG_LEASE).await.unwrap();
-            let _ = tx.send(guard);
-        });
-    }
-    rx
-}
 
 /// A lock held by one owner of `client` with two more waiting, after one release: that first
 /// release with waiters parked only counted the channel's listeners (a plain unlock, whose
@@ -42,7 +25,7 @@ async fn relay_after_one_release(
 ) -> (LockGuard, Owner, mpsc::UnboundedReceiver<LockGuard>) {
     let first = client.lock(name).lock_with_lease(LONG_LEASE).await.unwrap();
     let owners = [Owner::new(), Owner::new()];
-    let mut acquired = waiters(client, name, &owners);
+    let mut acquired = waiters(client, name, &owners, LONG_LEASE);
     assert!(eventually(PROMPT, || client.waiting() == 2).await);
     let counts = server.command_calls("pubsub|numsub");
     first.unlock().await.unwrap();
@@ -142,7 +125,7 @@ async fn a_cancelled_waiter_is_never_handed_the_lock() {
         .await
         .unwrap();
     // A release with a waiter parked: it learns that this client is alone on the channel.
-    let mut acquired = waiters(&client, "gone", &[Owner::new()]);
+    let mut acquired = waiters(&client, "gone", &[Owner::new()], LONG_LEASE);
     assert!(eventually(PROMPT, || client.waiting() == 1).await);
     first.unlock().await.unwrap();
     let second = timeout(PROMPT, acquired.recv()).await.unwrap().unwrap();
@@ -155,7 +138,7 @@ async fn a_cancelled_waiter_is_never_handed_the_lock() {
     };
     assert!(eventually(PROMPT, || client.waiting() == 1).await);
     let next_owner = Owner::new();
-    let mut next = waiters(&client, "gone", &[next_owner]);
+    let mut next = waiters(&client, "gone", &[next_owner], LONG_LEASE);
     assert!(eventually(PROMPT, || client.waiting() == 2).await);
     doomed.abort();
     assert!(doomed.await.unwrap_err().is_cancelled());
@@ -182,7 +165,7 @@ async fn with_local_handoff_off_releases_only_unlock() {
         .lock_with_lease(LONG_LEASE)
         .await
         .unwrap();
-    let mut acquired = waiters(&client, "plain", &[Owner::new(), Owner::new()]);
+    let mut acquired = waiters(&client, "plain", &[Owner::new(), Owner::new()], LONG_LEASE);
     assert!(eventually(PROMPT, || client.waiting() == 2).await);
     first.unlock().await.unwrap();
     for _ in 0..2 {

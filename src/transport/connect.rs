@@ -19,11 +19,11 @@ pub(crate) async fn add_spare_lane(config: &Config, conn: &Connection) -> Result
         Connection::Sentinel(client) => {
             Connection::Sentinel(SentinelConnection::beside(client, config).await?)
         }
-        Connection::Cluster(cluster, topology, _) => Connection::Cluster(
-            cluster.clone(),
-            topology.clone(),
-            super::direct::Direct::new(topology.clone(), config)?,
-        ),
+        Connection::Cluster { conn, topology, .. } => Connection::Cluster {
+            conn: conn.clone(),
+            topology: topology.clone(),
+            direct: super::direct::Direct::new(topology.clone(), config)?,
+        },
         _ => return Ok(()),
     };
     if let Some(shared) = conn.shared_wait() {
@@ -93,7 +93,11 @@ pub(crate) async fn open(config: &Config, beside: Option<&Connection>) -> Result
         }
     };
     let direct = super::direct::Direct::new(topology.clone(), config)?;
-    Ok(Connection::Cluster(conn, topology, direct))
+    Ok(Connection::Cluster {
+        conn,
+        topology,
+        direct,
+    })
 }
 
 /// The publish mode this deployment gets (see [`PublishMode::Auto`]), refusing a forced

@@ -29,9 +29,16 @@ use super::write::{is_stale_route, packed, Call, Target};
 pub(crate) enum Connection {
     /// One server (reconnects by itself).
     Standalone(Named),
-    /// A Redis Cluster: one multiplexed connection per node, kept by redis-rs, the client's
-    /// view of the cluster, and the direct lane script calls take to their master.
-    Cluster(ClusterConnection, Arc<Topology>, Arc<Direct>),
+    /// A Redis Cluster.
+    Cluster {
+        /// One multiplexed connection per node, kept by redis-rs (routes by key, follows
+        /// `MOVED` and `ASK`).
+        conn: ClusterConnection,
+        /// The client's view of the cluster.
+        topology: Arc<Topology>,
+        /// The direct lane script calls take to their master.
+        direct: Arc<Direct>,
+    },
     /// The master Redis Sentinel names, followed through failovers.
     Sentinel(SentinelConnection),
     /// The model checks' in-memory stand-in for one server (`model` feature only): in every
@@ -45,7 +52,7 @@ impl Connection {
     /// cluster only keys of one slot.
     pub(crate) fn grouping(&self) -> Grouping {
         match self {
-            Connection::Cluster(..) => Grouping::BySlot,
+            Connection::Cluster { .. } => Grouping::BySlot,
             _ => Grouping::Any,
         }
     }
@@ -54,7 +61,7 @@ impl Connection {
     pub(crate) fn label(&self) -> &'static str {
         match self {
             Connection::Standalone(_) => "standalone",
-            Connection::Cluster(..) => "cluster",
+            Connection::Cluster { .. } => "cluster",
             Connection::Sentinel(_) => "sentinel",
             #[cfg(feature = "model")]
             Connection::Model(_) => "model",
@@ -62,7 +69,7 @@ impl Connection {
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(..))
+        matches!(self, Connection::Cluster { .. })
     }
 
     /// Whether this topology counts replicas for writes to `WAIT` for (a standalone server
@@ -80,7 +87,9 @@ impl Connection {
     pub(super) fn replicas_at(&self, target: &Target) -> Option<u32> {
         match (self, target) {
             (Connection::Sentinel(conn), _) => Some(conn.replicas()),
-            (Connection::Cluster(_, topology, _), Target::Node(node)) => topology.replicas_of(node),
+            (Connection::Cluster { topology, .. }, Target::Node(node)) => {
+                topology.replicas_of(node)
+            }
             _ => None,
         }
     }
@@ -114,8 +123,14 @@ impl Connection {
     /// open; a stale answer there sends it again through the cluster connection). An error
     /// reply is an `Err`.
     pub(crate) async fn send_one(&mut self, target: &Target, cmd: &Cmd) -> RedisResult<Value> {
-        if let (Connection::Cluster(cluster, topology, direct), Target::Node(node)) =
-            (&mut *self, target)
+        if let (
+            Connection::Cluster {
+                conn: cluster,
+                topology,
+                direct,
+            },
+            Target::Node(node),
+        ) = (&mut *self, target)
         {
             if let Some(mut link) = direct.link(node) {
                 let answer = link
@@ -141,7 +156,14 @@ impl Connection {
     /// error reply is an `Err`.
     pub(crate) async fn send_to_node(&mut self, target: &Target, cmd: &Cmd) -> RedisResult<Value> {
         match (self, target) {
-            (Connection::Cluster(cluster, _, direct), Target::Node(node)) => {
+            (
+                Connection::Cluster {
+                    conn: cluster,
+                    direct,
+                    ..
+                },
+                Target::Node(node),
+            ) => {
                 if let Some(mut link) = direct.link(node) {
                     return link
                         .req_packed_command(cmd)
@@ -157,7 +179,7 @@ impl Connection {
                     .await?
                     .extract_error()
             }
-            (Connection::Cluster(cluster, ..), Target::Slot(slot)) => {
+            (Connection::Cluster { conn: cluster, .. }, Target::Slot(slot)) => {
                 let route = Route::new(*slot, SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
                 cluster
@@ -183,7 +205,11 @@ impl Connection {
         first_key: &str,
     ) -> RedisResult<Vec<RedisResult<Value>>> {
         match self {
-            Connection::Cluster(cluster, topology, direct) => {
+            Connection::Cluster {
+                conn: cluster,
+                topology,
+                direct,
+            } => {
                 if let Target::Node(node) = target {
                     if let Some(mut link) = direct.link(node) {
                         match packed(&mut link, pipe).await {
@@ -227,14 +253,18 @@ impl Connection {
                 conn.acked(acks);
                 true
             }
-            Connection::Cluster(cluster, topology, _) if acks == 0 => {
+            Connection::Cluster {
+                conn: cluster,
+                topology,
+                ..
+            } if acks == 0 => {
                 let counted = topology.recount(cluster, key).await;
                 if counted.is_some_and(|c| c.listed == 0) {
                     topology.suspect();
                 }
                 counted.is_some_and(Replicas::excuse_no_ack)
             }
-            Connection::Cluster(_, topology, _) => {
+            Connection::Cluster { topology, .. } => {
                 topology.acked(key, acks);
                 true
             }
@@ -283,7 +313,7 @@ impl Connection {
         let reply = match self {
             Connection::Standalone(conn) => cmd.query_async(conn).await?,
             Connection::Sentinel(conn) => cmd.query_async(conn).await?,
-            Connection::Cluster(conn, ..) => {
+            Connection::Cluster { conn, .. } => {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
                 conn.route_command(cmd.clone(), routing).await?
             }
@@ -322,7 +352,9 @@ impl Connection {
                 let master = conn.master().borrow().clone();
                 Some(format!("{}:{}", master.0, master.1))
             }
-            (Connection::Cluster(..), Target::Node(node)) => Some(format!("{}:{}", node.0, node.1)),
+            (Connection::Cluster { .. }, Target::Node(node)) => {
+                Some(format!("{}:{}", node.0, node.1))
+            }
             _ => None,
         }
     }
@@ -331,7 +363,7 @@ impl Connection {
     /// waited for).
     pub(super) fn shared_wait(&self) -> Option<&Arc<SharedWait>> {
         match self {
-            Connection::Cluster(_, _, direct) => Some(&direct.shared_wait),
+            Connection::Cluster { direct, .. } => Some(&direct.shared_wait),
             Connection::Sentinel(conn) => Some(conn.shared_wait()),
             _ => None,
         }
@@ -340,7 +372,7 @@ impl Connection {
     /// The client's view of the cluster (`None` on one server).
     pub(crate) fn topology(&self) -> Option<&Arc<Topology>> {
         match self {
-            Connection::Cluster(_, topology, _) => Some(topology),
+            Connection::Cluster { topology, .. } => Some(topology),
             _ => None,
         }
     }
@@ -359,7 +391,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn, _, direct) => match &direct.renamer {
+            Connection::Cluster { conn, direct, .. } => match &direct.renamer {
                 Some(renamer) => Box::pin(async move {
                     let reply = conn.req_packed_command(cmd).await;
                     if let Err(err) = &reply {
@@ -383,7 +415,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Standalone(conn) => conn.req_packed_commands(cmd, offset, count),
-            Connection::Cluster(conn, _, direct) => match &direct.renamer {
+            Connection::Cluster { conn, direct, .. } => match &direct.renamer {
                 Some(renamer) => Box::pin(async move {
                     let replies = conn.req_packed_commands(cmd, offset, count).await;
                     if let Err(err) = &replies {
@@ -403,7 +435,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Standalone(conn) => conn.get_db(),
             Connection::Sentinel(conn) => conn.get_db(),
-            Connection::Cluster(..) => 0,
+            Connection::Cluster { .. } => 0,
             #[cfg(feature = "model")]
             Connection::Model(conn) => conn.get_db(),
         }

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use redisson_lock::{LockGuard, Owner};
+use redisson_lock::Owner;
 
 use super::client_with;
 use super::support::cluster::{self, key_on_master, RedisCluster};
-use super::support::{eventually, load_scripts, server_info, skip};
+use super::support::{self, eventually, load_scripts, server_info, skip};
 
 /// The owner fields of the lock hash `key` on the node at `port` (a replica answers too).
 fn holders(port: u16, key: &str) -> Vec<String> {
@@ -82,13 +82,8 @@ async fn a_hand_off_waits_for_the_replica_and_an_unacknowledged_one_is_undone() 
     let client = client_with(|c| c).await;
     load_scripts(&client).await;
     let first = client.lock(&name).lock_with_lease(lease).await.unwrap();
-    let (tx, mut acquired) = tokio::sync::mpsc::unbounded_channel::<LockGuard>();
-    for _ in 0..3 {
-        let (lock, tx) = (client.lock(&name).with_owner(Owner::new()), tx.clone());
-        tokio::spawn(async move {
-            let _ = tx.send(lock.lock_with_lease(lease).await.unwrap());
-        });
-    }
+    let owners = [Owner::new(), Owner::new(), Owner::new()];
+    let mut acquired = support::waiters(&client, &name, &owners, lease);
     assert!(eventually(Duration::from_secs(5), || client.waiting() == 3).await);
     // The first release with waiters parked only counts the channel's listeners.
     first.unlock().await.unwrap();

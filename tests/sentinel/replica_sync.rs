@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use redisson_lock::{names, Error, Lease, LockClient, LockGuard, Owner, Wait};
+use redisson_lock::{names, Error, Lease, LockClient, Owner, Wait};
 
 use super::support;
 
@@ -282,13 +282,8 @@ async fn a_hand_off_waits_for_the_replica_and_an_unacknowledged_one_is_undone() 
     let client = client_with(|c| c).await;
     support::load_scripts(&client).await;
     let first = client.lock(name).lock_with_lease(lease).await.unwrap();
-    let (tx, mut acquired) = tokio::sync::mpsc::unbounded_channel::<LockGuard>();
-    for _ in 0..3 {
-        let (lock, tx) = (client.lock(name).with_owner(Owner::new()), tx.clone());
-        tokio::spawn(async move {
-            let _ = tx.send(lock.lock_with_lease(lease).await.unwrap());
-        });
-    }
+    let owners = [Owner::new(), Owner::new(), Owner::new()];
+    let mut acquired = support::waiters(&client, name, &owners, lease);
     assert!(support::eventually(Duration::from_secs(5), || client.waiting() == 3).await);
     // The first release with waiters parked only counts the channel's listeners.
     first.unlock().await.unwrap();

@@ -344,6 +344,28 @@ pub fn spawn_waiter(
     tokio::spawn(async move { lock.lock().await.expect("waiter acquires") })
 }
 
+/// Starts one waiter per owner of `owners` on `name`, each blocked in `lock_with_lease(lease)`;
+/// each guard arrives on the returned receiver once acquired, in the order they acquire.
+pub fn waiters(
+    client: &LockClient,
+    name: &str,
+    owners: &[redisson_lock::Owner],
+    lease: Duration,
+) -> tokio::sync::mpsc::UnboundedReceiver<LockGuard> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    for &owner in owners {
+        let (lock, tx) = (client.lock(name).with_owner(owner), tx.clone());
+        tokio::spawn(async move {
+            let _ = tx.send(
+                lock.lock_with_lease(lease)
+                    .await
+                    .expect("a waiter acquires"),
+            );
+        });
+    }
+    rx
+}
+
 /// A waiter's task: its guard and the moment it got it.
 pub type Waiting = tokio::task::JoinHandle<redisson_lock::Result<(LockGuard, Instant)>>;
 

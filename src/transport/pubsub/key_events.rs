@@ -113,7 +113,7 @@ impl KeyEvents {
         match &self.conn {
             Connection::Standalone(_) => None,
             Connection::Sentinel(sentinel) => Some(sentinel.master().borrow().clone()),
-            Connection::Cluster(_, topology, _) => topology.master_of(&self.key),
+            Connection::Cluster { topology, .. } => topology.master_of(&self.key),
             // (Lock events are not modelled: they open a connection of their own.)
             #[cfg(feature = "model")]
             Connection::Model(_) => None,
