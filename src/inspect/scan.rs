@@ -114,12 +114,10 @@ impl Scan {
         let Some(topology) = self.conn.topology().cloned() else {
             return false;
         };
-        let Ok(view) = topology.refreshed().await else {
+        if topology.refreshed().await.is_err() {
             return false;
-        };
-        let masters: Vec<Target> = (view.slots.masters().into_iter())
-            .map(|m| Target::Node(m.clone()))
-            .collect();
+        }
+        let masters = self.conn.masters();
         if masters.contains(target) {
             return false;
         }
