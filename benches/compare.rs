@@ -561,12 +561,19 @@ fn run_kinds(
         return;
     }
     let hold = Duration::from_millis(plan.p3_hold_ms);
-    for kind in KINDS {
-        eprintln!(
-            "kinds: {kind}: P1 x {} reps, P3 {} waiters",
-            plan.reps, plan.kinds_n
-        );
-        for _ in 0..plan.reps {
+    // P1 a repetition at a time over every kind, each repetition starting one kind further on
+    // and every other one in reverse: a kind's repetitions spread over the run, and none always
+    // follows the same kind (a drifting machine, or what one kind leaves behind, would
+    // otherwise weigh on one kind alone).
+    eprintln!(
+        "kinds: P1 x {} reps of {}, in turn",
+        plan.reps,
+        KINDS.join(", ")
+    );
+    for rep in 0..plan.reps {
+        for i in 0..KINDS.len() {
+            let step = if rep % 2 == 1 { KINDS.len() - 1 - i } else { i };
+            let kind = KINDS[(rep + step) % KINDS.len()];
             let run = p1_of(
                 kind,
                 "crate".into(),
@@ -578,10 +585,23 @@ fn run_kinds(
             results.add(&format!("p1.{kind}.p50_us"), "crate", p50);
             results.add(&format!("p1.{kind}.p99_us"), "crate", p99);
             target.flushall();
+            if kind == "semaphore" {
+                // What exactly-once costs a semaphore on the wire, latches and none side by side.
+                let node = target.node_of("bench:p1");
+                let (publish, wait) = (target.publish_command(), target.has_replicas());
+                let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
+                let runs = wire::semaphore_wire(&node, publish, wait, warmup, iters);
+                for ((p50, p99), imp) in runs.into_iter().zip(["latched", "unlatched"]) {
+                    results.add("p1semwire.p50_us", imp, p50);
+                    results.add("p1semwire.p99_us", imp, p99);
+                }
+                target.flushall();
+            }
         }
-        if kind == "read" {
-            continue; // readers share: no hand-off to measure
-        }
+    }
+    // (The read lock has no P3: readers share, so nothing is handed off.)
+    for kind in KINDS.into_iter().filter(|&kind| kind != "read") {
+        eprintln!("kinds: {kind}: P3 {} waiters", plan.kinds_n);
         for _ in 0..plan.p3_reps {
             let rounds = (plan.p3_warmup, plan.kinds_handoffs);
             let run = p3_of(kind, "crate", target, plan.kinds_n, rounds, hold, false);

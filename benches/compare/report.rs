@@ -440,6 +440,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
         ),
     });
     out.push_str(&wire_floor(r));
+    out.push_str(&semaphore_latches(r, javas));
     out.push_str(&loss_cost(r));
     let reps = r.reps("p1.p50_us", "crate");
     out.push_str(&format!(
@@ -494,6 +495,58 @@ fn wire_floor(r: &Results) -> String {
     if !out.is_empty() {
         out.push_str("The wire: one thread, a `std::net` socket, no pipelining, the crate's acquire and unlock scripts (`EVALSHA`, written as RESP by hand), each reply read before the next call (`WAIT` in the same write where there are replicas); its latches are left to their `PX`. A blocking read puts the thread to sleep until the reply; a spinning one retries a non-blocking read at once, so it never sleeps (and burns its core while it waits).\n");
     }
+    out
+}
+
+/// What exactly-once costs a semaphore: the wire with the crate's semaphore scripts (a latch
+/// per acquire and per release) against the same commands without latches (Redisson's), beside
+/// the crate's and Redisson's P1 semaphore rows.
+fn semaphore_latches(r: &Results, javas: &[String]) -> String {
+    let (Some(latched), Some(unlatched)) = (
+        r.median("p1semwire.p50_us", "latched"),
+        r.median("p1semwire.p50_us", "unlatched"),
+    ) else {
+        return String::new();
+    };
+    let p99 = |imp| {
+        r.median("p1semwire.p99_us", imp)
+            .map_or("–".into(), fmt_num)
+    };
+    let mut out = String::from(
+        "\n| P1 semaphore, acquire + release of one permit | p50 µs | ÷ the wire without latches | p99 µs |\n| --- | --- | --- | --- |\n",
+    );
+    let mut line = |what: &str, p50: f64, p99: String| {
+        out.push_str(&format!(
+            "| {what} | {} | {:.2}× | {p99} |\n",
+            fmt_num(p50),
+            p50 / unlatched
+        ))
+    };
+    line(
+        "the wire, the crate's scripts (exactly-once: a latch per command)",
+        latched,
+        p99("latched"),
+    );
+    line(
+        "the wire, the same commands without latches (Redisson's)",
+        unlatched,
+        p99("unlatched"),
+    );
+    let p1 = |imp: &str| r.median("p1.semaphore.p50_us", imp);
+    let p1_p99 = |imp: &str| {
+        r.median("p1.semaphore.p99_us", imp)
+            .map_or("–".into(), fmt_num)
+    };
+    if let Some(p50) = p1("crate") {
+        line("the crate's semaphore", p50, p1_p99("crate"));
+    }
+    for java in javas {
+        if let Some(p50) = p1(java) {
+            let name = java.replace("redisson-", "Redisson ");
+            line(&format!("{name}'s semaphore"), p50, p1_p99(java));
+        }
+    }
+    out.push_str("The wire: one thread, a blocking `std::net` socket, the two scripts of each side alternating pair by pair, each reply read before the next call (`WAIT` in the same write where there are replicas). Each of the crate's semaphore commands writes a latch beside the key, so that a command re-sent after its answer was lost takes or gives its permits once; Redisson's scripts send the same commands on the key and no latch, so its retried command can count twice. The first two rows are that guarantee's cost on this server; a crate semaphore row behind Redisson's by no more than it is the guarantee, not the client.\n");
     out
 }
 

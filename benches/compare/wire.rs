@@ -20,6 +20,23 @@ use crate::stats::p50_p99_us;
 
 const ACQUIRE: &str = include_str!("../../scripts/lua/acquire.lua");
 const UNLOCK: &str = include_str!("../../scripts/lua/unlock.lua");
+const SEM_ACQUIRE: &str = include_str!("../../scripts/lua/semaphore_acquire.lua");
+const SEM_RELEASE: &str = include_str!("../../scripts/lua/semaphore_release.lua");
+/// The semaphore's acquire with no latch: what Redisson's sends (check, then `DECRBY`). Same
+/// keys and arguments as the crate's; the latch is not touched.
+const SEM_ACQUIRE_UNLATCHED: &str = "\
+local value = redis.call('get', KEYS[1])
+if value and tonumber(value) >= tonumber(ARGV[1]) then
+    redis.call('decrby', KEYS[1], ARGV[1])
+    return nil
+end
+return -1";
+/// The semaphore's release with no latch: what Redisson's sends (`INCRBY`, then the count
+/// published). Same keys and arguments as the crate's; the latch is not touched.
+const SEM_RELEASE_UNLATCHED: &str = "\
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call(ARGV[2], KEYS[2], value)
+return value";
 const LEASE_MS: u64 = 30_000;
 const LATCH_PX_MS: u64 = 20_000;
 const FIELD: &str = "00000000-0000-4000-8000-00000000000f:1";
@@ -44,24 +61,7 @@ pub(crate) fn p1_wire(
     warmup: usize,
     iters: usize,
 ) -> (f64, f64, f64) {
-    let stream: Box<dyn Wire> = match url
-        .strip_prefix("redis+unix://")
-        .or_else(|| url.strip_prefix("unix://"))
-    {
-        Some(path) => {
-            let unix = UnixStream::connect(path).expect("wire: connect the socket");
-            unix.set_nonblocking(spin).unwrap();
-            Box::new(unix)
-        }
-        None => {
-            let addr = url.trim_start_matches("redis://").trim_end_matches('/');
-            let tcp = TcpStream::connect(addr).expect("wire: connect");
-            tcp.set_nodelay(true).unwrap();
-            tcp.set_nonblocking(spin).unwrap();
-            Box::new(tcp)
-        }
-    };
-    let mut conn = Conn::new(stream);
+    let mut conn = Conn::connect(url, spin);
     let (acquire, unlock) = (Script::new(ACQUIRE), Script::new(UNLOCK));
     for code in [ACQUIRE, UNLOCK] {
         conn.call(&[b"SCRIPT", b"LOAD", code.as_bytes()], false);
@@ -121,6 +121,81 @@ pub(crate) fn p1_wire(
     (p50, p99, cpu)
 }
 
+/// What exactly-once costs a semaphore on the wire: `[(p50 µs, p99 µs); 2]` of `iters`
+/// acquire + release pairs of one permit on P1's key at `url` (blocking reads), first with
+/// the crate's semaphore scripts (a latch written beside the key by each acquire and each
+/// release, so that a re-sent command counts once), then with the same commands on the key
+/// and none on a latch (what Redisson's `RSemaphore` sends: a retried command can take or give
+/// twice). The two alternate pair by pair, so that both see the same machine.
+pub(crate) fn semaphore_wire(
+    url: &str,
+    publish: &str,
+    wait: bool,
+    warmup: usize,
+    iters: usize,
+) -> [(f64, f64); 2] {
+    let mut conn = Conn::connect(url, false);
+    let latched = (Script::new(SEM_ACQUIRE), Script::new(SEM_RELEASE));
+    let unlatched = (
+        Script::new(SEM_ACQUIRE_UNLATCHED),
+        Script::new(SEM_RELEASE_UNLATCHED),
+    );
+    for code in [
+        SEM_ACQUIRE,
+        SEM_RELEASE,
+        SEM_ACQUIRE_UNLATCHED,
+        SEM_RELEASE_UNLATCHED,
+    ] {
+        conn.call(&[b"SCRIPT", b"LOAD", code.as_bytes()], false);
+    }
+    let key = KEY;
+    conn.call(&[b"SET", key.as_bytes(), b"1"], wait);
+    let channel = format!("redisson_sc:{{{key}}}");
+    let (acquire_px, release_px) = ("3600000", LATCH_PX_MS.to_string());
+    let mut seq = 0u64;
+    let mut pair = |conn: &mut Conn, (acquire, release): &(Script, Script)| {
+        seq += 1;
+        let latch = format!("redisson_lock_acquire_latch:{{{key}}}:{seq:032x}");
+        let take: [&[u8]; 7] = [
+            b"EVALSHA",
+            acquire.get_hash().as_bytes(),
+            b"2",
+            key.as_bytes(),
+            latch.as_bytes(),
+            b"1",
+            acquire_px.as_bytes(),
+        ];
+        assert_eq!(conn.call(&take, wait), Reply::Nil, "wire: a permit taken");
+        let latch = format!("redisson_unlock_latch:{{{key}}}:{seq:032x}");
+        let give: [&[u8]; 10] = [
+            b"EVALSHA",
+            release.get_hash().as_bytes(),
+            b"3",
+            key.as_bytes(),
+            channel.as_bytes(),
+            latch.as_bytes(),
+            b"1",
+            publish.as_bytes(),
+            release_px.as_bytes(),
+            b"0",
+        ];
+        assert_eq!(conn.call(&give, wait), Reply::Int(1), "wire: given back");
+    };
+    for _ in 0..warmup {
+        pair(&mut conn, &latched);
+        pair(&mut conn, &unlatched);
+    }
+    let mut lat = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
+    for _ in 0..iters {
+        for (scripts, lat) in [&latched, &unlatched].into_iter().zip(lat.iter_mut()) {
+            let t = Instant::now();
+            pair(&mut conn, scripts);
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    lat.map(p50_p99_us)
+}
+
 /// A reply, as far as the pair needs it.
 #[derive(Debug, PartialEq)]
 enum Reply {
@@ -138,7 +213,26 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: Box<dyn Wire>) -> Conn {
+    /// A connection to `url` (`redis://host:port` or `redis+unix:///path`); `spin`: a
+    /// non-blocking socket, read in a loop.
+    fn connect(url: &str, spin: bool) -> Conn {
+        let stream: Box<dyn Wire> = match url
+            .strip_prefix("redis+unix://")
+            .or_else(|| url.strip_prefix("unix://"))
+        {
+            Some(path) => {
+                let unix = UnixStream::connect(path).expect("wire: connect the socket");
+                unix.set_nonblocking(spin).unwrap();
+                Box::new(unix)
+            }
+            None => {
+                let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+                let tcp = TcpStream::connect(addr).expect("wire: connect");
+                tcp.set_nodelay(true).unwrap();
+                tcp.set_nonblocking(spin).unwrap();
+                Box::new(tcp)
+            }
+        };
         Conn {
             stream,
             buf: Vec::with_capacity(4096),

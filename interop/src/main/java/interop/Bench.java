@@ -291,8 +291,9 @@ public final class Bench {
 
     /**
      * P1 and P3 of each kind: after a JIT warm-up of every kind's P1 and P3 (about warmupMs in
-     * all), reps P1 repetitions of iters pairs and p3Reps P3 repetitions of n waiters and handoffs
-     * hand-offs (none for read: readers share). Emits p1k and p3k lines with the kind.
+     * all), reps P1 repetitions of iters pairs (a repetition of every kind in turn) and p3Reps P3
+     * repetitions of n waiters and handoffs hand-offs (none for read: readers share). Emits p1k
+     * and p3k lines with the kind.
      */
     private static void kinds(RedissonClient client, String url, String[] kinds, int iters, int reps, int n,
             int handoffs, int warmup, long holdMs, int p3Reps, long warmupMs) throws Exception {
@@ -304,9 +305,17 @@ public final class Bench {
             }
             flushall(url);
         }
+        // P1 a repetition at a time over every kind, each repetition starting one kind further
+        // on and every other one in reverse (as the crate's side runs them): no kind always
+        // follows the same one.
+        for (int r = 0; r < reps; r++) {
+            for (int i = 0; i < kinds.length; i++) {
+                int step = r % 2 == 1 ? kinds.length - 1 - i : i;
+                p1(client, iters, 0, 1, kinds[(r + step) % kinds.length]);
+                flushall(url);
+            }
+        }
         for (String kind : kinds) {
-            p1(client, iters, 0, reps, kind);
-            flushall(url);
             if (kind.equals("read")) {
                 continue;
             }
