@@ -508,10 +508,7 @@ fn semaphore_latches(r: &Results, javas: &[String]) -> String {
     ) else {
         return String::new();
     };
-    let p99 = |imp| {
-        r.median("p1semwire.p99_us", imp)
-            .map_or("–".into(), fmt_num)
-    };
+    let p99 = |metric: &str, imp: &str| r.median(metric, imp).map_or("–".into(), fmt_num);
     let mut out = String::from(
         "\n| P1 semaphore, acquire + release of one permit | p50 µs | ÷ the wire without latches | p99 µs |\n| --- | --- | --- | --- |\n",
     );
@@ -525,25 +522,29 @@ fn semaphore_latches(r: &Results, javas: &[String]) -> String {
     line(
         "the wire, the crate's scripts (exactly-once: a latch per command)",
         latched,
-        p99("latched"),
+        p99("p1semwire.p99_us", "latched"),
     );
     line(
         "the wire, the same commands without latches (Redisson's)",
         unlatched,
-        p99("unlatched"),
+        p99("p1semwire.p99_us", "unlatched"),
     );
     let p1 = |imp: &str| r.median("p1.semaphore.p50_us", imp);
-    let p1_p99 = |imp: &str| {
-        r.median("p1.semaphore.p99_us", imp)
-            .map_or("–".into(), fmt_num)
-    };
     if let Some(p50) = p1("crate") {
-        line("the crate's semaphore", p50, p1_p99("crate"));
+        line(
+            "the crate's semaphore",
+            p50,
+            p99("p1.semaphore.p99_us", "crate"),
+        );
     }
     for java in javas {
         if let Some(p50) = p1(java) {
             let name = java.replace("redisson-", "Redisson ");
-            line(&format!("{name}'s semaphore"), p50, p1_p99(java));
+            line(
+                &format!("{name}'s semaphore"),
+                p50,
+                p99("p1.semaphore.p99_us", java),
+            );
         }
     }
     out.push_str("The wire: one thread, a blocking `std::net` socket, the two scripts of each side alternating pair by pair, each reply read before the next call (`WAIT` in the same write where there are replicas). Each of the crate's semaphore commands writes a latch beside the key, so that a command re-sent after its answer was lost takes or gives its permits once; Redisson's scripts send the same commands on the key and no latch, so its retried command can count twice. The first two rows are that guarantee's cost on this server; a crate semaphore row behind Redisson's by no more than it is the guarantee, not the client.\n");

@@ -5,7 +5,8 @@
 //! by hand, each reply read before the next call. Where the
 //! master has a replica, each script carries `WAIT 1 1000` in the same write, as every other
 //! client here does. Spent latches are left to their `PX` (the crate deletes them in batched
-//! sweeps, off the caller's path).
+//! sweeps, off the caller's path). [`semaphore_wire`] does the same with the semaphore's
+//! scripts, with and without their latches.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
