@@ -14,9 +14,6 @@
 //! stale holder of this client not told yet, shared holds) wait in a short list.
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering::Relaxed};
-use std::borrow::Borrow;
-use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +27,7 @@ use crate::raw::Kind;
 
 mod entry;
 mod signal;
+mod table;
 
 use entry::{name_offset, stamp_ms, WARNED};
 pub(crate) use entry::{Entry, Ticket};
@@ -37,6 +35,7 @@ pub(crate) use entry::{Entry, Ticket};
 pub use signal::LostReason;
 pub(crate) use signal::LostSignal;
 use signal::{clock_base, AtomicStamp};
+use table::{Changing, Table};
 
 pub(crate) use crate::config::MAX_LEASE;
 
@@ -112,127 +111,6 @@ impl LostHold {
 
 /// A node just taken out, with its hold count then and why.
 type Taken = (Arc<Entry>, u32, LostReason);
-
-/// A node in the set of first owners, found by its key.
-struct ByKey(Arc<Entry>);
-
-impl Hash for ByKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // As `str` hashes, so that lookups by `&str` find it.
-        (*self.0.key).hash(state)
-    }
-}
-
-impl PartialEq for ByKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
-    }
-}
-
-impl Eq for ByKey {}
-
-impl Borrow<str> for ByKey {
-    fn borrow(&self) -> &str {
-        &self.0.key
-    }
-}
-
-/// The registered nodes.
-#[derive(Default)]
-struct Table {
-    /// The first owner of each key.
-    first: HashSet<ByKey>,
-    /// Further owners of keys in `first`.
-    more: Vec<Arc<Entry>>,
-    /// Nodes with watchdog holds (kept as they change, so counting them scans nothing).
-    renewed: usize,
-    /// Drained by shutdown: nothing registers any more (a hold acquired after the drain
-    /// would escape the shutdown's releases).
-    closed: bool,
-}
-
-impl Table {
-    fn len(&self) -> usize {
-        self.first.len() + self.more.len()
-    }
-
-    /// The nodes of `key`, one per owner of this client holding it.
-    fn of_key<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Arc<Entry>> + 'a {
-        let more = self.more.iter().filter(move |n| *n.key == *key);
-        self.first.get(key).map(|b| &b.0).into_iter().chain(more)
-    }
-
-    fn insert(&mut self, node: Arc<Entry>) {
-        node.registered.store(true, Relaxed);
-        if self.first.contains(&*node.key) {
-            self.more.push(node);
-        } else {
-            self.first.insert(ByKey(node));
-        }
-    }
-
-    /// Takes `node` out, if it is still in.
-    fn remove(&mut self, node: &Arc<Entry>) -> bool {
-        if !node.registered.swap(false, Relaxed) {
-            return false;
-        }
-        let first = self.first.get(&*node.key).map(|b| &b.0);
-        if first.is_some_and(|f| Arc::ptr_eq(f, node)) {
-            self.first.remove(&*node.key);
-            if let Some(i) = self.more.iter().position(|n| n.key == node.key) {
-                self.first.insert(ByKey(self.more.swap_remove(i)));
-            }
-        } else {
-            let i = self.more.iter().position(|n| Arc::ptr_eq(n, node));
-            self.more
-                .swap_remove(i.expect("a registered node is in the table"));
-        }
-        if node.watchdog() > 0 {
-            self.renewed -= 1;
-        }
-        if self.len() == 0 {
-            // Nothing held any more: give the memory back.
-            *self = Table {
-                closed: self.closed,
-                ..Table::default()
-            };
-        }
-        true
-    }
-
-    fn nodes(&self) -> impl Iterator<Item = &Arc<Entry>> {
-        self.first.iter().map(|b| &b.0).chain(&self.more)
-    }
-}
-
-/// The table, locked by a method that may change it: on drop, its size goes to the held gauge
-/// (swapped in under the lock, added after it is released).
-struct Changing<'a> {
-    table: Option<crate::sync::MutexGuard<'a, Table>>,
-    held: &'a HeldGauge,
-}
-
-impl std::ops::Deref for Changing<'_> {
-    type Target = Table;
-    fn deref(&self) -> &Table {
-        self.table.as_ref().expect("locked until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Changing<'_> {
-    fn deref_mut(&mut self) -> &mut Table {
-        self.table.as_mut().expect("locked until dropped")
-    }
-}
-
-impl Drop for Changing<'_> {
-    fn drop(&mut self) {
-        let table = self.table.take().expect("dropped once");
-        let delta = self.held.swap(table.len());
-        drop(table);
-        HeldGauge::add(delta);
-    }
-}
 
 /// The registry of held locks.
 pub(crate) struct Registry {
@@ -352,8 +230,10 @@ impl Registry {
                 // leases run on (see `RawLock::keeps_first_lease`).
                 if !(earlier && raw.keeps_first_lease()) {
                     node.lease_deadline.set(sent_at + d);
+                    if table.arm(sent_at + d) {
+                        self.changed.notify_one();
+                    }
                 }
-                self.changed.notify_one();
             }
         }
         node.update_clock(self.watchdog_lease);
@@ -388,6 +268,13 @@ impl Registry {
             table.remove(ticket);
         } else {
             ticket.update_clock(self.watchdog_lease);
+            // The last watchdog hold gone, the fixed leases left decide when it ends.
+            let deadline = ticket.lease_deadline.get();
+            if let Some(deadline) = deadline.filter(|_| ticket.watchdog() == 0) {
+                if table.arm(deadline) {
+                    self.changed.notify_one();
+                }
+            }
         }
         Surrender::Live { last }
     }
@@ -413,10 +300,13 @@ impl Registry {
             if ticket.raw.keeps_first_lease() {
                 return; // the holds left keep their own leases
             }
-            let _table = self.table.lock();
+            let mut table = self.table.lock();
             if ticket.is_registered() {
                 ticket.lease_deadline.set(sent_at + d);
                 ticket.update_clock(self.watchdog_lease);
+                if table.arm(sent_at + d) {
+                    self.changed.notify_one();
+                }
             }
         }
     }
@@ -446,14 +336,9 @@ impl Registry {
             for node in table.nodes() {
                 node.registered.store(false, Relaxed);
             }
-            let closed = Table {
-                closed: true,
-                ..Table::default()
-            };
-            std::mem::replace(&mut *table, closed)
+            std::mem::replace(&mut *table, Table::closed())
         };
-        let taken = (table.first.into_iter().map(|b| b.0))
-            .chain(table.more)
+        let taken = (table.into_nodes())
             .map(|node| {
                 let holds = node.holds();
                 (node, holds, LostReason::Shutdown)
@@ -557,14 +442,16 @@ impl Registry {
         self.announce(lost)
     }
 
-    /// When the first lease-only entry's lease runs out.
+    /// When the first lease-only entry's lease runs out: the watchdog's question before it
+    /// sleeps, so the answer is what an earlier deadline must wake it from.
     pub(crate) fn next_lease_deadline(&self) -> Option<Instant> {
-        self.table
-            .lock()
-            .nodes()
+        let mut table = self.table.lock();
+        let next = (table.nodes())
             .filter(|n| n.watchdog() == 0)
             .filter_map(|n| n.lease_deadline.get())
-            .min()
+            .min();
+        table.armed = next;
+        next
     }
 
     /// Loses every lease-only entry whose lease has run out. Returns the holds lost.

@@ -159,6 +159,70 @@ fn fixed_leases_expire_and_are_never_renewed() {
     assert_eq!(t.lost.reason(), Some(LostReason::LeaseExpired));
 }
 
+/// Whether the watchdog was woken since it last looked (the wake consumed, as it would be).
+fn woken(holds: &Registry) -> bool {
+    std::pin::pin!(holds.changed.notified()).enable()
+}
+
+#[test]
+fn only_a_lease_ending_before_the_watchdogs_wake_up_wakes_it() {
+    let holds = Registry::default();
+    let t0 = Instant::now();
+    let secs = Duration::from_secs;
+    assert_eq!(holds.next_lease_deadline(), None, "it sleeps without one");
+    let ten = register(&holds, "a", "u:1", Lease::Fixed(secs(10)), t0);
+    assert!(woken(&holds), "the first fixed lease");
+    assert_eq!(holds.next_lease_deadline(), Some(t0 + secs(10)));
+    // A semaphore's permits (a lease that never ends) and a longer lease: nothing to do.
+    register(&holds, "b", "u:2", Lease::Fixed(secs(3_000_000_000)), t0);
+    let twenty = register(&holds, "c", "u:3", Lease::Fixed(secs(20)), t0);
+    assert!(!woken(&holds), "leases ending after its wake-up");
+    register(&holds, "d", "u:4", Lease::Fixed(secs(5)), t0);
+    assert!(woken(&holds), "a lease ending before it");
+    assert!(!woken(&holds), "one wake");
+    assert_eq!(holds.next_lease_deadline(), Some(t0 + secs(5)));
+    // Released entries leave their deadline armed: the watchdog wakes, looks, sleeps on.
+    holds.surrender(&ten, Lease::Fixed(secs(10)));
+    holds.surrender(&twenty, Lease::Fixed(secs(20)));
+    register(&holds, "e", "u:5", Lease::Fixed(secs(7)), t0);
+    assert!(!woken(&holds), "after the armed 5 s");
+    // The last watchdog hold of an entry gone, its fixed lease decides: before 5 s, a wake.
+    let mixed = register(&holds, "f", "u:6", Lease::Watchdog, t0);
+    register(&holds, "f", "u:6", Lease::Fixed(secs(1)), t0);
+    assert!(
+        woken(&holds),
+        "a lease ending before the armed one, even under a watchdog hold"
+    );
+    assert_eq!(
+        holds.next_lease_deadline(),
+        Some(t0 + secs(5)),
+        "the watchdog hold renews f"
+    );
+    holds.surrender(&mixed, Lease::Watchdog);
+    assert!(woken(&holds), "f's 1 s lease now counts");
+    assert_eq!(holds.next_lease_deadline(), Some(t0 + secs(1)));
+}
+
+#[test]
+fn permits_taken_one_after_another_wake_the_watchdog_once() {
+    let holds = Registry::default();
+    let (t0, never) = (
+        Instant::now(),
+        Lease::Fixed(Duration::from_secs(3_000_000_000)),
+    );
+    assert_eq!(holds.next_lease_deadline(), None);
+    for (i, field) in ["u:1", "u:2", "u:3"].into_iter().enumerate() {
+        let permits = register(&holds, "sem", field, never, t0);
+        assert_eq!(woken(&holds), i == 0, "take {i}");
+        // Given back: the table empties, and the deadline it armed stays armed.
+        assert_eq!(
+            holds.surrender(&permits, never),
+            Surrender::Live { last: true }
+        );
+        assert_eq!(holds.len(), 0);
+    }
+}
+
 #[test]
 fn the_lease_clock_loses_a_hold_a_lease_after_its_last_confirmation() {
     let holds = Registry::new(Duration::from_secs(30), "u");
