@@ -30,7 +30,7 @@
 //! unless [`Config::with_prompt_loss_detection`](crate::Config::with_prompt_loss_detection)
 //! turns it off.
 
-use std::collections::HashMap;
+use std::collections::{hash_map, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::registry::{Entry, Ticket};
 use crate::engine::Core;
 use crate::raw::{Kind, Renewal};
+use crate::transport::pubsub::ChannelName;
 
 /// How long a hold lives before it is watched: the longest a loss goes untold (plus as much
 /// again, at worst, for the look that finds it, and a round trip).
@@ -60,7 +61,7 @@ pub(crate) struct LossWatch {
     woken: Notify,
     /// The watched holds by the channels whose news has them checked: their lock's channel,
     /// and their key's keyspace channel where the server sends keyspace notifications.
-    watched: Mutex<HashMap<String, Vec<Weak<Entry>>>>,
+    watched: Mutex<HashMap<ChannelName, Watchers>>,
     /// The database whose keyspace notifications the server sends, if it does (see
     /// [`connect::keyspace_events`](crate::transport::connect::keyspace_events)).
     keyspace: Option<i64>,
@@ -100,9 +101,7 @@ impl LossWatch {
             let Some(entries) = watched.get_mut(&channel) else {
                 continue;
             };
-            let before = entries.len();
-            entries.retain(|e| held(e).is_some());
-            let left = entries.len();
+            let (before, left) = entries.keep_held();
             if left == 0 {
                 watched.remove(&channel);
             }
@@ -114,14 +113,17 @@ impl LossWatch {
 
     /// The channels whose news has the holds of `key` checked (none for a kind whose lock's
     /// channel tells its holder nothing).
-    fn channels(&self, raw: &Kind, key: &str) -> Vec<String> {
+    fn channels(&self, raw: &Kind, key: &str) -> Vec<ChannelName> {
         let Some(lock) = raw.loss_channel(key) else {
             return Vec::new();
         };
         let keyspace = self
             .keyspace
             .map(|db| crate::names::keyspace_channel(db, key));
-        std::iter::once(lock).chain(keyspace).collect()
+        std::iter::once(lock)
+            .chain(keyspace)
+            .map(Into::into)
+            .collect()
     }
 
     /// The client's loss task: every [`SETTLE`] watches the holds handed to it that are still
@@ -168,10 +170,11 @@ impl LossWatch {
                 .is_some()
                 .then_some(may_be_gone as _);
             let mut watched = self.watched.lock();
-            watched
-                .entry(channel.clone())
-                .or_default()
-                .push(Arc::downgrade(entry));
+            let entry = Arc::downgrade(entry);
+            match watched.entry(channel.clone()) {
+                hash_map::Entry::Occupied(mut watchers) => watchers.get_mut().push(entry),
+                hash_map::Entry::Vacant(vacant) => drop(vacant.insert(Watchers::One(entry))),
+            }
             core.hub.watch(&channel, filter);
         }
         // Given up or lost meanwhile: its unwatch may have come before the map had it.
@@ -184,7 +187,7 @@ impl LossWatch {
     fn check(
         &self,
         core: &Core,
-        mut channels: Vec<String>,
+        mut channels: Vec<ChannelName>,
         client_id: &Arc<str>,
         checks: &Arc<Semaphore>,
     ) {
@@ -195,7 +198,7 @@ impl LossWatch {
             channels
                 .iter()
                 .filter_map(|channel| watched.get(channel))
-                .flatten()
+                .flat_map(Watchers::iter)
                 .filter_map(held)
                 .collect()
         };
@@ -318,7 +321,89 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// The holds watched on one channel: almost always one (a lock held by one owner of this
+/// client), kept without a list of its own (a list of one takes an allocation of four).
+enum Watchers {
+    One(Weak<Entry>),
+    Many(Vec<Weak<Entry>>),
+}
+
+impl Watchers {
+    fn push(&mut self, entry: Weak<Entry>) {
+        match self {
+            Watchers::One(first) => {
+                let first = std::mem::replace(first, Weak::new());
+                *self = Watchers::Many(vec![first, entry]);
+            }
+            Watchers::Many(all) => all.push(entry),
+        }
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Weak<Entry>> {
+        match self {
+            Watchers::One(entry) => std::slice::from_ref(entry).iter(),
+            Watchers::Many(all) => all.iter(),
+        }
+    }
+
+    /// Keeps the holds still held: `(how many before, how many left)`.
+    fn keep_held(&mut self) -> (usize, usize) {
+        match self {
+            Watchers::One(entry) if held(entry).is_none() => {
+                *self = Watchers::Many(Vec::new());
+                (1, 0)
+            }
+            Watchers::One(_) => (1, 1),
+            Watchers::Many(all) => {
+                let before = all.len();
+                all.retain(|e| held(e).is_some());
+                (before, all.len())
+            }
+        }
+    }
+}
+
 /// The entry, if it is still held.
 fn held(entry: &Weak<Entry>) -> Option<Arc<Entry>> {
     entry.upgrade().filter(|e| e.is_held())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::registry::{Lease, Registry};
+    use crate::owner::Owner;
+    use crate::raw::rlock::RLOCK;
+
+    #[test]
+    fn one_watched_hold_takes_no_list_and_those_given_up_leave() {
+        assert!(
+            std::mem::size_of::<Watchers>() <= 24,
+            "no bigger than a Vec"
+        );
+        let holds = Registry::default();
+        let hold = |owner: i64| {
+            let key: Arc<str> = "k".into();
+            let (owner, now) = (Owner::from_id(owner), Instant::now());
+            let taken = holds.register(&RLOCK, &key, &key, (owner, 1), Lease::Watchdog, now);
+            taken.expect("an open registry")
+        };
+        let (first, second) = (hold(1), hold(2));
+        let mut watchers = Watchers::One(Arc::downgrade(&first));
+        assert!(matches!(watchers, Watchers::One(_)));
+        assert_eq!(watchers.keep_held(), (1, 1));
+        watchers.push(Arc::downgrade(&second));
+        assert_eq!(watchers.iter().count(), 2);
+        holds.surrender(&first, Lease::Watchdog);
+        assert_eq!(watchers.keep_held(), (2, 1), "the hold given up leaves");
+        assert!(Arc::ptr_eq(
+            &held(watchers.iter().next().unwrap()).unwrap(),
+            &second
+        ));
+        holds.surrender(&second, Lease::Watchdog);
+        assert_eq!(watchers.keep_held(), (1, 0));
+        let mut one = Watchers::One(Weak::new());
+        assert_eq!(one.keep_held(), (1, 0), "a hold dropped entirely");
+        assert_eq!(one.iter().count(), 0);
+    }
 }

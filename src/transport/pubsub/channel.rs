@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::Hub;
+use super::{ChannelName, Hub};
 
 /// One wanted channel. Small: a held lock watched for its loss keeps one (two with keyspace
 /// events) for as long as it is held, and a client may hold 100,000 locks.
@@ -65,7 +65,12 @@ impl ChannelState {
     /// One more waiter of `channel` (this state's key in `hub`'s map), whose kind reads
     /// payloads with `reads` (the channel's first waiter sets it: kinds that share a channel
     /// share its messages' meaning).
-    pub(super) fn join(&mut self, hub: &Arc<Hub>, channel: &str, reads: Reads) -> Subscription {
+    pub(super) fn join(
+        &mut self,
+        hub: &Arc<Hub>,
+        channel: &ChannelName,
+        reads: Reads,
+    ) -> Subscription {
         let confirmed = self.confirmed;
         let waiters = self.waiters.get_or_insert_with(|| {
             Box::new(Waiters {
@@ -79,7 +84,7 @@ impl ChannelState {
         self.idle_since = None;
         Subscription {
             hub: hub.clone(),
-            channel: channel.to_string(),
+            channel: channel.clone(),
             notify: waiters.notify.clone(),
             ready: waiters.ready.subscribe(),
         }
@@ -107,7 +112,7 @@ impl ChannelState {
 /// One waiter's share of a channel subscription; dropping it releases the share.
 pub(crate) struct Subscription {
     hub: Arc<Hub>,
-    channel: String,
+    channel: ChannelName,
     notify: Arc<Notify>,
     pub(super) ready: watch::Receiver<bool>,
 }

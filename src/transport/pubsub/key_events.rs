@@ -145,12 +145,8 @@ impl KeyEvents {
             classic.push(format!("__keyevent@{db}__:expired"));
         }
         if self.sharded {
-            let answers = shard_each(
-                &mut conn,
-                Shard::Subscribe,
-                true,
-                std::slice::from_ref(&self.channel),
-            );
+            let channel = [self.channel.as_str().into()];
+            let answers = shard_each(&mut conn, Shard::Subscribe, true, &channel);
             answers
                 .await?
                 .into_iter()

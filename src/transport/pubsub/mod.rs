@@ -59,17 +59,21 @@ const LINGER: Duration = Duration::from_secs(1);
 /// holds goes out in about a hundred).
 const SUBSCRIBE_BATCH: usize = 1024;
 
+/// A channel's name: one allocation shared by the hub's map, its tasks' tables and the loss
+/// watch's map (a client holding 100,000 watched locks has as many channels).
+pub(crate) type ChannelName = Arc<str>;
+
 /// Shared state between waiters and the hub task.
 pub(crate) struct Hub {
-    channels: Mutex<HashMap<String, ChannelState>>,
+    channels: Mutex<HashMap<ChannelName, ChannelState>>,
     /// Watched channels with news for their watcher (a message its filter accepts, or a
     /// (re)subscription: a message may have been missed), until it takes them ([`Hub::told`]).
-    told: Mutex<Vec<String>>,
+    told: Mutex<Vec<ChannelName>>,
     telling: Notify,
     /// Channels that went idle (no waiter, no watcher) since the last sweep looked: the
     /// sweep looks at these only, not at every channel (a client holding 100,000 watched
     /// locks has as many channels, none idle).
-    lingering: Mutex<Vec<String>>,
+    lingering: Mutex<Vec<ChannelName>>,
     /// Incremented every time all channels have been (re)subscribed after a (re)connect.
     epoch: AtomicU64,
     connected: AtomicBool,
@@ -81,13 +85,13 @@ pub(crate) struct Hub {
 
 /// What waiters ask of the hub's task.
 enum Command {
-    Subscribe(String),
+    Subscribe(ChannelName),
 }
 
 impl Command {
     /// This command's channel and those of every command queued behind it by now, up to
     /// [`SUBSCRIBE_BATCH`]: asked for together, they go out together.
-    fn batch(self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Vec<String> {
+    fn batch(self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Vec<ChannelName> {
         let Command::Subscribe(first) = self;
         let mut channels = vec![first];
         while channels.len() < SUBSCRIBE_BATCH {
@@ -188,21 +192,22 @@ impl Hub {
             return None;
         }
         let mut channels = self.channels.lock();
+        let name = channels.get_key_value(channel)?.0.clone();
         let state = channels.get_mut(channel)?;
         if !state.confirmed {
             return None;
         }
-        Some(state.join(self, channel, reads))
+        Some(state.join(self, &name, reads))
     }
 
     /// `channel`'s state, made (and its subscription asked of the hub's task) if new.
     fn state<'a>(
         &self,
-        channels: &'a mut HashMap<String, ChannelState>,
-        channel: &str,
+        channels: &'a mut HashMap<ChannelName, ChannelState>,
+        channel: &ChannelName,
     ) -> &'a mut ChannelState {
-        channels.entry(channel.to_string()).or_insert_with(|| {
-            let _ = self.commands.send(Command::Subscribe(channel.to_string()));
+        channels.entry(channel.clone()).or_insert_with(|| {
+            let _ = self.commands.send(Command::Subscribe(channel.clone()));
             ChannelState::new()
         })
     }
@@ -214,8 +219,11 @@ impl Hub {
     pub(crate) async fn subscribe(self: &Arc<Self>, channel: &str, reads: Reads) -> Subscription {
         let mut subscription = {
             let mut channels = self.channels.lock();
-            let state = self.state(&mut channels, channel);
-            state.join(self, channel, reads)
+            let name = match channels.get_key_value(channel) {
+                Some((known, _)) => known.clone(),
+                None => channel.into(),
+            };
+            self.state(&mut channels, &name).join(self, &name, reads)
         };
         if self.connected.load(Ordering::Acquire) {
             let confirmed = subscription.ready.wait_for(|r| *r);
@@ -228,7 +236,7 @@ impl Hub {
     /// `filter` accepts (`None`: all), the server's confirmation of the subscription, and
     /// every resubscription (a message may have been missed) is told by [`Hub::told`]; at
     /// once if the channel is confirmed already. One call, one [`Hub::unwatch`].
-    pub(crate) fn watch(&self, channel: &str, filter: Option<fn(&[u8]) -> bool>) {
+    pub(crate) fn watch(&self, channel: &ChannelName, filter: Option<fn(&[u8]) -> bool>) {
         let confirmed = {
             let mut channels = self.channels.lock();
             let state = self.state(&mut channels, channel);
@@ -238,24 +246,27 @@ impl Hub {
             state.confirmed
         };
         if confirmed {
-            self.tell([channel.to_string()]);
+            self.tell([channel.clone()]);
         }
     }
 
     /// Ends one [`Hub::watch`] of `channel`.
     pub(crate) fn unwatch(&self, channel: &str) {
         let mut channels = self.channels.lock();
-        if let Some(state) = channels.get_mut(channel) {
-            state.watchers = state.watchers.saturating_sub(1);
-            if state.is_idle() {
-                state.idle_since = Some(Instant::now());
-                self.lingering.lock().push(channel.to_string());
-            }
+        let Some((name, _)) = channels.get_key_value(channel) else {
+            return;
+        };
+        let name = name.clone();
+        let state = channels.get_mut(channel).expect("found above");
+        state.watchers = state.watchers.saturating_sub(1);
+        if state.is_idle() {
+            state.idle_since = Some(Instant::now());
+            self.lingering.lock().push(name);
         }
     }
 
     /// The watched channels with news since the last call, waiting for some.
-    pub(crate) async fn told(&self) -> Vec<String> {
+    pub(crate) async fn told(&self) -> Vec<ChannelName> {
         loop {
             let told = self.telling.notified();
             let news = std::mem::take(&mut *self.told.lock());
@@ -266,7 +277,7 @@ impl Hub {
         }
     }
 
-    fn tell(&self, channels: impl IntoIterator<Item = String>) {
+    fn tell(&self, channels: impl IntoIterator<Item = ChannelName>) {
         let mut told = self.told.lock();
         let was = told.len();
         told.extend(channels);
@@ -301,7 +312,7 @@ impl Hub {
         };
         let told = {
             let channels = self.channels.lock();
-            let Some(state) = channels.get(channel) else {
+            let Some((name, state)) = channels.get_key_value(channel) else {
                 return;
             };
             if let Some(waiters) = &state.waiters {
@@ -318,10 +329,12 @@ impl Hub {
                     Wake::Nobody => {}
                 }
             }
-            state.watchers > 0 && state.watch_filter.is_none_or(|wanted| wanted(payload))
+            let told =
+                state.watchers > 0 && state.watch_filter.is_none_or(|wanted| wanted(payload));
+            told.then(|| name.clone())
         };
-        if told {
-            self.tell([channel.to_string()]);
+        if let Some(channel) = told {
+            self.tell([channel]);
         }
     }
 
@@ -345,7 +358,7 @@ impl Hub {
         self.tell(watched);
     }
 
-    fn channel_names(&self) -> Vec<String> {
+    fn channel_names(&self) -> Vec<ChannelName> {
         self.channels.lock().keys().cloned().collect()
     }
 
@@ -354,7 +367,7 @@ impl Hub {
     }
 
     /// Forgets the channels idle since `cutoff` or earlier, returning them to unsubscribe.
-    fn take_idle(&self, cutoff: Instant) -> Vec<String> {
+    fn take_idle(&self, cutoff: Instant) -> Vec<ChannelName> {
         let candidates = std::mem::take(&mut *self.lingering.lock());
         if candidates.is_empty() {
             return Vec::new();
@@ -385,7 +398,7 @@ impl Hub {
     /// Marks `channels` confirmed; the watchers of those newly confirmed are told, at once
     /// (what was sent before a subscription is for them to check; one check of a hold whose
     /// lock and keyspace channels were confirmed together).
-    fn mark_all_ready(&self, channels: &[String]) {
+    fn mark_all_ready(&self, channels: &[ChannelName]) {
         let mut told = Vec::new();
         {
             let mut states = self.channels.lock();
@@ -417,7 +430,7 @@ impl Hub {
 
     /// After `channels` were subscribed again somewhere: bump the epoch, then wake their
     /// waiters (a message may have been published while they were nowhere).
-    fn rewake(&self, channels: &[String]) {
+    fn rewake(&self, channels: &[ChannelName]) {
         if channels.is_empty() {
             return;
         }
@@ -438,6 +451,11 @@ impl Hub {
     }
 }
 
+/// `channels` as redis-rs takes them (it writes no `Arc<str>`).
+fn names(channels: &[ChannelName]) -> Vec<&str> {
+    channels.iter().map(|channel| &**channel).collect()
+}
+
 /// A sharded (un)subscription command.
 #[derive(Clone, Copy)]
 enum Shard {
@@ -456,7 +474,7 @@ async fn shard_each(
     conn: &mut MultiplexedConnection,
     shard: Shard,
     sharded: bool,
-    channels: &[String],
+    channels: &[ChannelName],
 ) -> redis::RedisResult<Vec<redis::RedisResult<()>>> {
     let mut answers = Vec::with_capacity(channels.len());
     for batch in channels.chunks(SUBSCRIBE_BATCH) {
@@ -471,7 +489,7 @@ async fn shard_each(
                 (Shard::Subscribe, true) => "SUBSCRIBE",
                 (Shard::Unsubscribe, true) => "UNSUBSCRIBE",
             };
-            pipe.cmd(name).arg(channel);
+            pipe.cmd(name).arg(&**channel);
         }
         let replies: Vec<redis::RedisResult<redis::Value>> =
             pipe.ignore_errors().query_async(conn).await?;

@@ -34,7 +34,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    node_info, shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL,
+    node_info, shard_each, ChannelName, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF,
+    PING_INTERVAL,
 };
 use crate::transport::topology::{Topology, View};
 use crate::transport::NodeAddr;
@@ -52,9 +53,9 @@ type From = (NodeAddr, u64);
 /// What links tell the router.
 enum Event {
     /// The node confirmed these channels.
-    Subscribed(From, Vec<String>),
+    Subscribed(From, Vec<ChannelName>),
     /// The channel is no longer served here (pushed `SUNSUBSCRIBE`, `MOVED`).
-    Moved(From, String),
+    Moved(From, ChannelName),
     /// The connection could not be made, or dropped.
     Lost(From),
 }
@@ -67,8 +68,8 @@ struct LinkHandle {
 
 /// What the router asks of a link.
 enum Order {
-    Subscribe(Vec<String>),
-    Unsubscribe(Vec<String>),
+    Subscribe(Vec<ChannelName>),
+    Unsubscribe(Vec<ChannelName>),
 }
 
 /// Decides which master each channel is subscribed at, and keeps it so.
@@ -89,9 +90,9 @@ pub(super) struct Router {
     next_link: u64,
     connect_timeout: Duration,
     /// Where each wanted channel is subscribed, or being subscribed.
-    placed: HashMap<String, NodeAddr>,
+    placed: HashMap<ChannelName, NodeAddr>,
     /// Channels a node said it no longer serves, and since when.
-    moved: HashMap<String, (NodeAddr, Instant)>,
+    moved: HashMap<ChannelName, (NodeAddr, Instant)>,
     /// Whether every wanted channel was placed where the view says, with no link lost and no
     /// channel moved since: a read that finds the same slot map then has nothing to do (a
     /// client holding 100,000 watched locks has as many channels, and the topology is read
@@ -169,7 +170,7 @@ impl Router {
                 }
                 Some(event) = self.inbox.recv() => match event {
                     Event::Subscribed((node, _), channels) => {
-                        let here: Vec<String> = channels
+                        let here: Vec<ChannelName> = channels
                             .into_iter()
                             .filter(|c| self.placed.get(c) == Some(&node))
                             .collect();
@@ -227,7 +228,7 @@ impl Router {
                 }
                 _ = sweep.tick() => {
                     let Some(cutoff) = Instant::now().checked_sub(LINGER) else { continue };
-                    let mut leaving: HashMap<NodeAddr, Vec<String>> = HashMap::new();
+                    let mut leaving: HashMap<NodeAddr, Vec<ChannelName>> = HashMap::new();
                     for channel in self.hub.take_idle(cutoff) {
                         if let Some(node) = self.placed.remove(&channel) {
                             leaving.entry(node).or_default().push(channel);
@@ -253,8 +254,8 @@ impl Router {
     }
 
     /// Subscribes `channels` at their masters, opening links as needed.
-    fn place(&mut self, channels: Vec<String>) {
-        let mut by_node: HashMap<NodeAddr, Vec<String>> = HashMap::new();
+    fn place(&mut self, channels: Vec<ChannelName>) {
+        let mut by_node: HashMap<NodeAddr, Vec<ChannelName>> = HashMap::new();
         for channel in channels {
             match self.node_of(&channel) {
                 Some(node) => {
@@ -370,9 +371,9 @@ struct Link {
     orders: mpsc::UnboundedReceiver<Order>,
     events: mpsc::UnboundedSender<Event>,
     /// Confirmed here.
-    subscribed: HashSet<String>,
+    subscribed: HashSet<ChannelName>,
     /// Asked to leave (their `SUNSUBSCRIBE` confirmations are expected).
-    leaving: HashSet<String>,
+    leaving: HashSet<ChannelName>,
 }
 
 impl Link {
@@ -416,8 +417,7 @@ impl Link {
                         }
                         PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                             if let Some(Value::BulkString(channel)) = push.data.first() {
-                                let channel = String::from_utf8_lossy(channel).into_owned();
-                                self.unsubscribed(channel);
+                                self.unsubscribed(&String::from_utf8_lossy(channel));
                             }
                         }
                         _ => {}
@@ -447,7 +447,7 @@ impl Link {
     async fn subscribe(
         &mut self,
         conn: &mut MultiplexedConnection,
-        channels: Vec<String>,
+        channels: Vec<ChannelName>,
     ) -> redis::RedisResult<()> {
         for channel in &channels {
             self.leaving.remove(channel);
@@ -477,11 +477,11 @@ impl Link {
 
     /// A `SUNSUBSCRIBE` push: ours (a channel let go), or the server's (the slot moved, or the
     /// node was demoted), which the router must hear of.
-    fn unsubscribed(&mut self, channel: String) {
-        if self.leaving.remove(&channel) {
+    fn unsubscribed(&mut self, channel: &str) {
+        if self.leaving.remove(channel) {
             return;
         }
-        if self.subscribed.remove(&channel) {
+        if let Some(channel) = self.subscribed.take(channel) {
             let _ = self.events.send(Event::Moved(self.from.clone(), channel));
         }
     }

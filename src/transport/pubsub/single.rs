@@ -13,7 +13,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{shard_each, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF, PING_INTERVAL};
+use super::{
+    names, shard_each, ChannelName, Command, Hub, Shard, LINGER, MAX_BACKOFF, MIN_BACKOFF,
+    PING_INTERVAL,
+};
 use crate::transport::{node_info, NodeAddr};
 
 /// Where the connection goes.
@@ -129,7 +132,7 @@ impl HubTask {
     async fn subscribe(
         &self,
         conn: &mut MultiplexedConnection,
-        channels: &[String],
+        channels: &[ChannelName],
     ) -> redis::RedisResult<()> {
         if self.sharded {
             shard_each(conn, Shard::Subscribe, true, channels)
@@ -137,14 +140,14 @@ impl HubTask {
                 .into_iter()
                 .collect()
         } else {
-            conn.subscribe(channels).await
+            conn.subscribe(names(channels)).await
         }
     }
 
     async fn unsubscribe(
         &self,
         conn: &mut MultiplexedConnection,
-        channels: &[String],
+        channels: &[ChannelName],
     ) -> redis::RedisResult<()> {
         if self.sharded {
             shard_each(conn, Shard::Unsubscribe, true, channels)
@@ -152,7 +155,7 @@ impl HubTask {
                 .into_iter()
                 .collect()
         } else {
-            conn.unsubscribe(channels).await
+            conn.unsubscribe(names(channels)).await
         }
     }
 
