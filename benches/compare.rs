@@ -26,12 +26,14 @@
 //!
 //! This file holds the plan and `main` (arguments, the order of the scenarios); the rest is in
 //! `benches/compare/`: `stats`, `redis_util`, `target` (standalone or cluster), `floor`,
-//! `scenarios` (P1-P3), `p4`, `java`, `report`.
+//! `scenarios` (P1-P3), `p1` (its repetitions in turn), `p4`, `java`, `report`.
 
 #[path = "compare/floor.rs"]
 mod floor;
 #[path = "compare/java.rs"]
 mod java;
+#[path = "compare/p1.rs"]
+mod p1;
 #[path = "compare/p4.rs"]
 mod p4;
 #[path = "compare/redis_util.rs"]
@@ -58,8 +60,7 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
 use scenarios::{
-    p1, p1_distinct, p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN,
-    UNWATCHED,
+    p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, UNWATCHED,
 };
 use stats::Results;
 use target::Target;
@@ -329,7 +330,6 @@ fn run(
         // had p99s of 3-5 ms, its later ones under 1 ms).
         std::thread::sleep(JVM_SETTLE);
     }
-    let java_timeout = Duration::from_secs(120);
 
     // P1 and P2 also run the crate with prompt loss detection off: what it costs.
     let with_watch: Vec<&str> = (rust.iter().copied())
@@ -337,62 +337,20 @@ fn run(
         .collect();
     if wants("p1") {
         eprintln!(
-            "P1: uncontended lock+unlock ({} pairs x {} reps)",
+            "P1: uncontended lock+unlock ({} pairs x {} reps, in turn)",
             plan.p1_iters, plan.reps
         );
-        for _ in 0..plan.reps {
-            for &imp in &with_watch {
-                let run = p1(
-                    imp.to_string(),
-                    target.clone(),
-                    plan.p1_warmup,
-                    plan.p1_iters,
-                );
-                record_p1(&mut results, "p1", imp, in_task(rt, run));
-                target.flushall();
-            }
-            // Over distinct keys, a lock never taken again: on and off.
-            for imp in ["crate", UNWATCHED]
-                .into_iter()
-                .filter(|_| rust.contains(&"crate"))
-            {
-                let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                let run = p1_distinct(imp.to_string(), target.clone(), warmup, iters);
-                record_p1(&mut results, "p1d", imp, in_task(rt, run));
-                target.flushall();
-            }
-            // The wire's floor: a blocking socket and nothing else, at the P1 key's node.
-            // (`wire`: blocking reads; `wire-spin`: a non-blocking socket read in a loop.)
-            let node = target.node_of("bench:p1");
-            let (publish, replicas) = (target.publish_command(), target.has_replicas());
-            for (imp, spin) in [("wire", false), ("wire-spin", true)] {
-                let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                let run = wire::p1_wire(&node, publish, replicas, spin, warmup, iters);
-                record_p1(&mut results, "p1", imp, run);
-                target.flushall();
-            }
-            // Over the server's Unix socket (a service beside its Redis): the crate and the
-            // wire.
-            if let Some(path) = socket {
-                let url = format!("redis+unix://{path}");
-                let over = Target::Single(url.clone());
-                let run = p1("crate".into(), over, plan.p1_warmup, plan.p1_iters);
-                record_p1(&mut results, "p1unix", "crate", in_task(rt, run));
-                for (imp, spin) in [("wire", false), ("wire-spin", true)] {
-                    let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                    let run = wire::p1_wire(&url, "publish", false, spin, warmup, iters);
-                    record_p1(&mut results, "p1unix", imp, run);
-                }
-                target.flushall();
-            }
-            for (imp, server) in &mut servers {
-                let request = format!("p1 {} {}", plan.p1_iters, JAVA_REP_WARMUP_MS);
-                for v in server.request(&request, java_timeout) {
-                    record_java(&mut results, imp, &v);
-                }
-                target.flushall();
-            }
-        }
+        let crate_too = rust.contains(&"crate");
+        p1::run_p1(
+            plan,
+            rt,
+            target,
+            socket,
+            &with_watch,
+            crate_too,
+            &mut servers,
+            &mut results,
+        );
     }
 
     if wants("p2") {
@@ -420,7 +378,7 @@ fn run(
                         plan.p2_secs.as_millis(),
                         plan.p2_warmup.as_millis()
                     );
-                    for v in server.request(&request, java_timeout) {
+                    for v in server.request(&request, JAVA_TIMEOUT) {
                         record_java(&mut results, imp, &v);
                     }
                     target.flushall();
@@ -544,6 +502,9 @@ const JVM_SETTLE: Duration = Duration::from_secs(3);
 /// Warm-up before each Redisson P1 repetition, in ms (its JVM is warm already).
 const JAVA_REP_WARMUP_MS: u64 = 500;
 
+/// The longest a request to a warmed-up Redisson (a P1 or P2 repetition) may take.
+const JAVA_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Records one result line of `interop.Bench`.
 /// P1 and P3 of each of the other kinds ([`KINDS`]), the crate's then each Redisson version's
 /// (one JVM per version, `Bench kinds`). The crate runs with its defaults (local hand-off where
@@ -572,8 +533,7 @@ fn run_kinds(
     );
     for rep in 0..plan.reps {
         for i in 0..KINDS.len() {
-            let step = if rep % 2 == 1 { KINDS.len() - 1 - i } else { i };
-            let kind = KINDS[(rep + step) % KINDS.len()];
+            let kind = KINDS[p1::in_turn(KINDS.len(), rep, i)];
             let run = p1_of(
                 kind,
                 "crate".into(),
