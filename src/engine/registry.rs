@@ -230,9 +230,7 @@ impl Registry {
                 // leases run on (see `RawLock::keeps_first_lease`).
                 if !(earlier && raw.keeps_first_lease()) {
                     node.lease_deadline.set(sent_at + d);
-                    if table.arm(sent_at + d) {
-                        self.changed.notify_one();
-                    }
+                    self.arm(&mut table, sent_at + d);
                 }
             }
         }
@@ -271,9 +269,7 @@ impl Registry {
             // The last watchdog hold gone, the fixed leases left decide when it ends.
             let deadline = ticket.lease_deadline.get();
             if let Some(deadline) = deadline.filter(|_| ticket.watchdog() == 0) {
-                if table.arm(deadline) {
-                    self.changed.notify_one();
-                }
+                self.arm(&mut table, deadline);
             }
         }
         Surrender::Live { last }
@@ -304,9 +300,7 @@ impl Registry {
             if ticket.is_registered() {
                 ticket.lease_deadline.set(sent_at + d);
                 ticket.update_clock(self.watchdog_lease);
-                if table.arm(sent_at + d) {
-                    self.changed.notify_one();
-                }
+                self.arm(&mut table, sent_at + d);
             }
         }
     }
@@ -440,6 +434,14 @@ impl Registry {
         }
         drop(table);
         self.announce(lost)
+    }
+
+    /// A lease deadline was set under `table`'s lock: wakes the watchdog if it comes before
+    /// the one the watchdog sleeps until.
+    fn arm(&self, table: &mut Table, deadline: Instant) {
+        if table.arm(deadline) {
+            self.changed.notify_one();
+        }
     }
 
     /// When the first lease-only entry's lease runs out: the watchdog's question before it

@@ -123,7 +123,7 @@ impl Table {
     }
 
     /// A lease deadline was set: `true` if it comes before the one the watchdog sleeps
-    /// until, which it then is (the caller wakes the watchdog to look again).
+    /// until, which it then is (`Registry::arm` wakes the watchdog to look again).
     #[must_use = "the watchdog must be woken"]
     pub(super) fn arm(&mut self, deadline: Instant) -> bool {
         let earlier = self.armed.is_none_or(|armed| deadline < armed);
