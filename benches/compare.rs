@@ -251,17 +251,15 @@ fn main() {
     let rust: Vec<&str> = rust_impls.iter().map(|s| s.as_str()).collect();
     let javas: Vec<String> = jars.iter().map(java_name).collect();
     let t0 = Instant::now();
-    let headings = targets.len() > 1;
     let mut out = String::new();
     for (i, target) in targets.iter().enumerate() {
         let socket = matches!(target, Target::Single(_))
             .then_some(unix.as_deref())
             .flatten();
         let results = run(&plan, &rt, target, socket, &rust, &jars, only.as_deref());
-        if headings {
-            let gap = if i == 0 { "" } else { "\n" };
-            out.push_str(&format!("{gap}### {}\n\n", target.title()));
-        }
+        // (A heading even for one target: scripts/bench.sh runs one at a time.)
+        let gap = if i == 0 { "" } else { "\n" };
+        out.push_str(&format!("{gap}### {}\n\n", target.title()));
         out.push_str(&table(&plan, &results, &javas, target));
     }
     eprintln!("all scenarios done in {:.0} s", t0.elapsed().as_secs_f64());

@@ -17,10 +17,11 @@
 #
 # Builds the bench in release mode (benches/compare.rs, `cargo bench --no-run`) and the interop
 # jars (interop/build.sh, which adds interop.Bench), starts the servers on loopback ports in a
-# temp dir (all killed on exit), runs every scenario against each topology, prints the markdown
-# tables and writes docs/BENCHMARKS.md. --quick: few, short repetitions (a few minutes per
-# topology once built). A run with --only or without all four topologies writes the tables to
-# stdout but leaves docs/BENCHMARKS.md alone.
+# temp dir (all killed on exit), runs every scenario against each topology in turn and prints
+# the markdown tables. A full run (neither --quick nor --only) writes the sections of the
+# topologies it ran into docs/BENCHMARKS.md and keeps the others, so the file can be brought up
+# to date a topology at a time (a full run takes 40-60 minutes per topology). --quick: few,
+# short repetitions (a few minutes per topology once built).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,14 +29,15 @@ cd "$root"
 
 quick=""
 only=""
-topologies="single,cluster,cluster-replicas,sentinel"
+all_topologies=(single cluster cluster-replicas sentinel)
+topologies="$(IFS=,; echo "${all_topologies[*]}")"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick="--quick" ;;
         --only) only="$2"; shift ;;
         --topologies) topologies="$2"; shift ;;
         --no-cluster) topologies="single" ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "scripts/bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -262,23 +264,40 @@ CONF
     echo "== sentinel group $sentinel_name: master $sentinel_master, replica 127.0.0.1:$sr, sentinels ${sentinels[*]}" >&2
 fi
 
-load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD 2>/dev/null || commit+=" with uncommitted changes"
+mode="full run"
+[[ -n "$quick" ]] && mode="quick run (--quick)"
 urls() { printf 'redis://%s,' "$@" | sed 's/,$//'; }
-args=("${jars[@]}")
-[[ -n "$url" ]] && args+=(--redis "$url" --redis-unix "$tmp/redis-$port.sock")
-[[ ${#masters[@]} -gt 0 ]] && args+=(--cluster "$(urls "${masters[@]}")")
-[[ ${#replicated[@]} -gt 0 ]] && args+=(--cluster-replicas "$(urls "${replicated[@]}")")
-if [[ ${#sentinels[@]} -gt 0 ]]; then
-    args+=(--sentinel "$sentinel_name@$(printf 'redis://127.0.0.1:%s,' "${sentinels[@]}" | sed 's/,$//')")
-fi
-[[ -n "$quick" ]] && args+=("$quick")
-[[ -n "$only" ]] && args+=(--only "$only")
-table="$("$bin" "${args[@]}")"
-load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+base=("${jars[@]}")
+[[ -n "$quick" ]] && base+=("$quick")
+[[ -n "$only" ]] && base+=(--only "$only")
 
-echo
-echo "$table"
+# One run of the bench per topology: each section says when it ran, on what commit and under
+# what load, so docs/BENCHMARKS.md can be brought up to date a topology at a time.
+for t in "${all_topologies[@]}"; do
+    wants "$t" || continue
+    case "$t" in
+        single) targs=(--redis "$url" --redis-unix "$tmp/redis-$port.sock") ;;
+        cluster) targs=(--cluster "$(urls "${masters[@]}")") ;;
+        cluster-replicas) targs=(--cluster-replicas "$(urls "${replicated[@]}")") ;;
+        sentinel) targs=(--sentinel "$sentinel_name@$(printf 'redis://127.0.0.1:%s,' "${sentinels[@]}" | sed 's/,$//')") ;;
+    esac
+    before="$(cut -d' ' -f1-3 /proc/loadavg)"
+    started="$(date -u '+%Y-%m-%d %H:%M UTC')"
+    "$bin" "${base[@]}" "${targs[@]}" >"$tmp/table-$t.md"
+    after="$(cut -d' ' -f1-3 /proc/loadavg)"
+    # (The bench prints the heading first: the run's line goes right under it.)
+    {
+        echo "<!-- topology: $t -->"
+        head -n 1 "$tmp/table-$t.md"
+        echo
+        echo "Run: $started, $mode, commit $commit; load average before / after: $before / $after."
+        tail -n +2 "$tmp/table-$t.md"
+    } >"$tmp/section-$t.md"
+    echo
+    cat "$tmp/section-$t.md"
+done
 
 # A failover during the run would have measured something else: say so.
 for m in "${replicated[@]}"; do
@@ -291,29 +310,48 @@ if [[ -n "$sentinel_master" ]]; then
         || echo "scripts/bench.sh: WARNING: the sentinels failed $sentinel_master over to $now during the run" >&2
 fi
 
-if [[ -n "$only" || ${#want[@]} -lt 4 ]]; then
+if [[ -n "$only" || -n "$quick" ]]; then
+    echo "scripts/bench.sh: docs/BENCHMARKS.md left as it is (it keeps full runs of every scenario)" >&2
     exit 0
 fi
 
+# The section of topology $1 in docs/BENCHMARKS.md as it is: from its marker to the next
+# section or chapter.
+old_section() {
+    [[ -f docs/BENCHMARKS.md ]] || return 0
+    awk -v m="<!-- topology: $1 -->" '
+        $0 == m { on = 1; print; next }
+        on && (/^<!-- topology: / || /^## /) { exit }
+        on { print }' docs/BENCHMARKS.md
+}
+# The topologies run now, and the others as the file had them.
+results=""
+for t in "${all_topologies[@]}"; do
+    if [[ -f "$tmp/section-$t.md" ]]; then
+        section="$(cat "$tmp/section-$t.md")"
+    else
+        section="$(old_section "$t")"
+    fi
+    [[ -n "$section" ]] && results+="$section"$'\n\n'
+done
+
 cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
-mode="full run"
-[[ -n "$quick" ]] && mode="quick run (--quick)"
 mkdir -p docs
 cat >docs/BENCHMARKS.md <<EOF
 # Benchmarks
 
-Regenerated by \`scripts/bench.sh\` (this file: $mode). Absolute times on a shared machine are
-noise; what counts are the **ratios from the same run**, against the same \`redis-server\`.
+Regenerated by \`scripts/bench.sh\`, a topology at a time: a full run writes the sections of the
+topologies it ran and keeps the others (\`--quick\` and \`--only\` runs write nothing here).
+Absolute times on a shared machine are noise; what counts are the **ratios from the same
+run**, against the same \`redis-server\`. Each section says when it ran, and on what commit.
 
 ## Machine
 
 | | |
 | --- | --- |
-| date | $started |
 | cores (\`nproc\`) | $(nproc) |
 | CPU | ${cpu:-unknown} |
 | kernel (\`uname -r\`) | $(uname -r) |
-| load average before / after | $load_before / $load_after |
 | rustc | $(rustc --version) |
 | java | $(java -version 2>&1 | head -n 1) |
 | redis-server | $(redis-server --version | sed 's/ sha=.*//') (loopback, no persistence): one standalone, a cluster of 3 masters without replicas, a cluster of 3 masters with a replica each, and a Sentinel group (a master, its replica, 3 sentinels) |
@@ -324,8 +362,7 @@ noise; what counts are the **ratios from the same run**, against the same \`redi
 One section per topology: a table of every figure, the targets judged on this run (issue #6
 on the standalone server, issue #14 on the clusters), and the P3 client commands by command.
 
-$table
-
+${results%$'\n\n'}
 ## Method
 
 - **crate**: \`LockClient\` with default settings (one multiplexed command connection, one RESP3
