@@ -281,7 +281,7 @@ for t in "${all_topologies[@]}"; do
         single) targs=(--redis "$url" --redis-unix "$tmp/redis-$port.sock") ;;
         cluster) targs=(--cluster "$(urls "${masters[@]}")") ;;
         cluster-replicas) targs=(--cluster-replicas "$(urls "${replicated[@]}")") ;;
-        sentinel) targs=(--sentinel "$sentinel_name@$(printf 'redis://127.0.0.1:%s,' "${sentinels[@]}" | sed 's/,$//')") ;;
+        sentinel) targs=(--sentinel "$sentinel_name@$(urls "${sentinels[@]/#/127.0.0.1:}")") ;;
     esac
     before="$(cut -d' ' -f1-3 /proc/loadavg)"
     started="$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -363,6 +363,7 @@ One section per topology: a table of every figure, the targets judged on this ru
 on the standalone server, issue #14 on the clusters), and the P3 client commands by command.
 
 ${results%$'\n\n'}
+
 ## Method
 
 - **crate**: \`LockClient\` with default settings (one multiplexed command connection, one RESP3
