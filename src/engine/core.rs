@@ -1,8 +1,9 @@
 //! The client's engine: the handles every lock shares ([`Core`]), and the [`Engine`] that
 //! owns them with the client's identity, its settings and its background tasks (the release
-//! task, the latch sweeper, the watchdog's thread), from start to shutdown.
+//! task, the latch sweeper, the watchdog's thread with the loss task), from start to shutdown.
 
 use crate::sync::atomic::{AtomicBool, Ordering};
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -251,14 +252,10 @@ impl Engine {
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
             loss: Arc::new(LossWatch::new(keyspace)),
         };
-        if config.prompt_loss_detection() {
-            crate::sync::spawn(LossWatch::run(
-                core.clone(),
-                client_id.clone(),
-                tasks.clone(),
-            ));
-        }
-        spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
+        let loss_task = config
+            .prompt_loss_detection()
+            .then(|| LossWatch::run(core.clone(), client_id.clone(), tasks.clone()));
+        spawn_watchdog(core.clone(), &config, tasks.clone(), loss_task).await?;
         crate::sync::spawn(release::run_release_task(core.clone(), rx));
         crate::sync::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));
         tracing::debug!(client_id, "lock client connected");
@@ -330,10 +327,19 @@ impl Engine {
     }
 }
 
-/// The watchdog under a model: a task of the client's, on the client's connection (a model
-/// has no threads of its own to give it; shuttle decides when it runs).
+/// The watchdog (and `beside` it, the loss task) under a model: tasks of the client's, on the
+/// client's connection (a model has no threads of its own to give it; shuttle decides when
+/// they run).
 #[cfg(feature = "model")]
-async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
+async fn spawn_watchdog(
+    core: Core,
+    config: &Config,
+    shutdown: CancellationToken,
+    beside: Option<impl Future<Output = ()> + Send + 'static>,
+) -> Result<()> {
+    if let Some(task) = beside {
+        crate::sync::spawn(task);
+    }
     let watchdog = Watchdog {
         protocol: core.protocol.clone(),
         core,
@@ -349,9 +355,16 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
 /// Runs the watchdog on a thread of its own, with its own small runtime and its own connection:
 /// an application that blocks every worker of its runtime (a `std::thread::sleep` in a task, a
 /// long computation) must not stall renewal, or its locks would expire under it. (Redisson
-/// renews from Netty's threads for the same reason.) Returns once the connection is made.
+/// renews from Netty's threads for the same reason.) The task `beside` (the loss task) runs
+/// there too: its wake-ups would otherwise wake the application's workers. Returns once the
+/// connection is made.
 #[cfg(not(feature = "model"))]
-async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken) -> Result<()> {
+async fn spawn_watchdog(
+    core: Core,
+    config: &Config,
+    shutdown: CancellationToken,
+    beside: Option<impl Future<Output = ()> + Send + 'static>,
+) -> Result<()> {
     let config = config.clone();
     let publish = core.protocol.publish_command();
     // (One replica sync for the client: a server found without WAIT is so for both.)
@@ -387,6 +400,9 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                             hold_warning: config.hold_warning(),
                         };
                         let _ = ready.send(Ok(()));
+                        if let Some(task) = beside {
+                            tokio::spawn(task);
+                        }
                         watchdog.run(shutdown).await;
                     }
                     Err(err) => {
