@@ -167,17 +167,24 @@ impl LossWatch {
         if channels.is_empty() || !entry.set_listened() {
             return; // nothing to listen on, or given up since (its holder saw the flag)
         }
-        for channel in channels {
-            let filter = crate::names::keyspace_key(&channel)
-                .is_some()
-                .then_some(may_be_gone as _);
+        let filtered: Vec<_> = channels
+            .into_iter()
+            .map(|channel| {
+                let keyspace = crate::names::keyspace_key(&channel).is_some();
+                (channel, keyspace.then_some(may_be_gone as _))
+            })
+            .collect();
+        {
+            // (Under the map's lock, as unwatch gives the hub's shares up under it.)
             let mut watched = self.watched.lock();
-            let entry = Arc::downgrade(entry);
-            match watched.entry(channel.clone()) {
-                hash_map::Entry::Occupied(mut watchers) => watchers.get_mut().push(entry),
-                hash_map::Entry::Vacant(vacant) => drop(vacant.insert(Watchers::One(entry))),
+            for (channel, _) in &filtered {
+                let entry = Arc::downgrade(entry);
+                match watched.entry(channel.clone()) {
+                    hash_map::Entry::Occupied(mut watchers) => watchers.get_mut().push(entry),
+                    hash_map::Entry::Vacant(vacant) => drop(vacant.insert(Watchers::One(entry))),
+                }
             }
-            core.hub.watch(&channel, filter);
+            core.hub.watch(&filtered);
         }
         // Given up or lost meanwhile: its unwatch may have come before the map had it.
         if !entry.is_held() {

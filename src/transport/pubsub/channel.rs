@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::{ChannelName, Hub};
+use super::{ChannelName, Hub, WatchFilter};
 
 /// One wanted channel. Small: a held lock watched for its loss keeps one (two with keyspace
 /// events) for as long as it is held, and a client may hold 100,000 locks.
@@ -20,7 +20,7 @@ pub(super) struct ChannelState {
     pub(super) watchers: u32,
     /// Which messages are news for the watchers (`None`: all). A keyspace channel's watchers
     /// want only the events that may mean a lock is gone, not each renewal's.
-    pub(super) watch_filter: Option<fn(&[u8]) -> bool>,
+    pub(super) watch_filter: Option<WatchFilter>,
     /// When the last waiter or watcher left; the hub unsubscribes once this is [`LINGER`] old.
     pub(super) idle_since: Option<Instant>,
 }

@@ -83,20 +83,24 @@ pub(crate) struct Hub {
     conn_name: Option<super::naming::ConnName>,
 }
 
+/// Which messages on a watched channel are news for its watchers (given the payload).
+pub(crate) type WatchFilter = fn(&[u8]) -> bool;
+
 /// What waiters ask of the hub's task.
 enum Command {
-    Subscribe(ChannelName),
+    /// Channels asked for together (a watched hold's lock and keyspace channels): they go
+    /// out in one batch, so their confirmations are told together.
+    Subscribe(Vec<ChannelName>),
 }
 
 impl Command {
     /// This command's channel and those of every command queued behind it by now, up to
     /// [`SUBSCRIBE_BATCH`]: asked for together, they go out together.
     fn batch(self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Vec<ChannelName> {
-        let Command::Subscribe(first) = self;
-        let mut channels = vec![first];
+        let Command::Subscribe(mut channels) = self;
         while channels.len() < SUBSCRIBE_BATCH {
             match commands.try_recv() {
-                Ok(Command::Subscribe(channel)) => channels.push(channel),
+                Ok(Command::Subscribe(more)) => channels.extend(more),
                 Err(_) => break,
             }
         }
@@ -207,7 +211,9 @@ impl Hub {
         channel: &ChannelName,
     ) -> &'a mut ChannelState {
         channels.entry(channel.clone()).or_insert_with(|| {
-            let _ = self.commands.send(Command::Subscribe(channel.clone()));
+            let _ = self
+                .commands
+                .send(Command::Subscribe(vec![channel.clone()]));
             ChannelState::new()
         })
     }
@@ -232,22 +238,34 @@ impl Hub {
         subscription
     }
 
-    /// Watches `channel` for a holder of this client: from now on every message on it that
-    /// `filter` accepts (`None`: all), the server's confirmation of the subscription, and
-    /// every resubscription (a message may have been missed) is told by [`Hub::told`]; at
-    /// once if the channel is confirmed already. One call, one [`Hub::unwatch`].
-    pub(crate) fn watch(&self, channel: &ChannelName, filter: Option<fn(&[u8]) -> bool>) {
-        let confirmed = {
-            let mut channels = self.channels.lock();
-            let state = self.state(&mut channels, channel);
-            state.watch_filter = filter;
-            state.watchers += 1;
-            state.idle_since = None;
-            state.confirmed
-        };
-        if confirmed {
-            self.tell([channel.clone()]);
+    /// Watches each of `channels` for a holder of this client: from now on every message on
+    /// it that its filter accepts (`None`: all), the server's confirmation of the
+    /// subscription, and every resubscription (a message may have been missed) is told by
+    /// [`Hub::told`]; at once if the channel is confirmed already. The channels new here are
+    /// asked for in one request, so that their confirmations are told together (one check of
+    /// a hold, not one per channel). One [`Hub::unwatch`] per channel ends it.
+    pub(crate) fn watch(&self, channels: &[(ChannelName, Option<WatchFilter>)]) {
+        let mut confirmed = Vec::new();
+        {
+            let mut states = self.channels.lock();
+            let mut new = Vec::new();
+            for (channel, filter) in channels {
+                let state = states.entry(channel.clone()).or_insert_with(|| {
+                    new.push(channel.clone());
+                    ChannelState::new()
+                });
+                state.watch_filter = *filter;
+                state.watchers += 1;
+                state.idle_since = None;
+                if state.confirmed {
+                    confirmed.push(channel.clone());
+                }
+            }
+            if !new.is_empty() {
+                let _ = self.commands.send(Command::Subscribe(new));
+            }
         }
+        self.tell(confirmed);
     }
 
     /// Ends one [`Hub::watch`] of `channel`.
