@@ -10,7 +10,7 @@
 //! subscription and a check: paid on every hold, that was half the speed of an uncontended
 //! lock+unlock. So a hold is only watched once it has lived [`SETTLE`].
 //!
-//! One task per client ([`LossWatch::run`]) does it all, on the watchdog's thread: handing a
+//! One task per client ([`LossWatch::run`]) does it all, on a thread of its own: handing a
 //! hold over must never wake a worker of the application's runtime (one such wake per
 //! `SETTLE` cost a cluster with replicas about 6 µs of CPU a lock+unlock). While holds keep
 //! coming, every `SETTLE` it looks at the holds taken since it last looked and watches each
