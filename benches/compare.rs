@@ -87,7 +87,8 @@ struct Plan {
     p4_counts: Vec<usize>,
     p4_watchdog_ms: u64,
     /// Renewal cycles per measured window of P4, and windows per child run (each a value of
-    /// its own: the medians and the run-to-run spread come from them).
+    /// its own: the medians and the run-to-run spread come from them; the crate with loss
+    /// detection on and off at the first count: that many child runs of one window each).
     p4_cycles: u32,
     p4_windows: u32,
     /// The other kinds' P3: waiters, and hand-offs per repetition.
@@ -458,8 +459,20 @@ fn run(
         let exe = std::env::current_exe().unwrap();
         for &count in &plan.p4_counts {
             // (Off too at the first count: what listening for 10,000 held locks costs.)
-            let off = (count == plan.p4_counts[0] && rust.contains(&"crate")).then_some(UNWATCHED);
-            for imp in rust.iter().copied().chain(off) {
+            let off = count == plan.p4_counts[0] && rust.contains(&"crate");
+            // Loss detection on against off: one window a process, the two alternating, so
+            // that what varies from process to process (where its threads run on 2 cores: one
+            // process's client CPU a cycle 5.3 ms, the next 8.5) falls on both sides alike.
+            let mut runs: Vec<(&str, u32)> = (rust.iter().copied())
+                .filter(|imp| !(off && *imp == "crate"))
+                .map(|imp| (imp, plan.p4_windows))
+                .collect();
+            if off {
+                for _ in 0..plan.p4_windows {
+                    runs.extend([("crate", 1), (UNWATCHED, 1)]);
+                }
+            }
+            for (imp, windows) in runs {
                 let mut cmd = Command::new(&exe);
                 cmd.args(["--p4-child", imp])
                     .args(target.args())
@@ -468,7 +481,7 @@ fn run(
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit());
-                run_p4(plan, &mut results, imp, cmd, target, count);
+                run_p4(plan, &mut results, imp, cmd, target, count, windows);
             }
             for j in jars {
                 let args = [
@@ -477,7 +490,16 @@ fn run(
                     plan.p4_watchdog_ms.to_string(),
                 ];
                 let cmd = java_command(j, &java_url, &args);
-                run_p4(plan, &mut results, &java_name(j), cmd, target, count);
+                let windows = plan.p4_windows;
+                run_p4(
+                    plan,
+                    &mut results,
+                    &java_name(j),
+                    cmd,
+                    target,
+                    count,
+                    windows,
+                );
             }
         }
     }

@@ -72,14 +72,24 @@ fn subscriptions_of(target: &Target, client_id: &str) -> usize {
 }
 
 pub(crate) fn cpu_time() -> Duration {
+    let usage = usage();
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The process's minor page faults so far: memory malloc took from the kernel (again). A
+/// renewal cycle's buffers handed back to the kernel at its end are faulted in at the next.
+fn minor_faults() -> u64 {
+    usage().ru_minflt as u64
+}
+
+fn usage() -> libc::rusage {
     // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is always valid.
-    let usage = unsafe {
+    unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
         libc::getrusage(libc::RUSAGE_SELF, &mut usage);
         usage
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    }
 }
 
 fn emit(value: Value) {
@@ -231,12 +241,14 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
         let mut lines =
             tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
         let mut cpu0 = cpu_time();
+        let mut faults0 = minor_faults();
         let mut writes0 = write_syscalls();
         let mut t0 = Instant::now();
         while let Ok(Some(line)) = lines.next_line().await {
             match line.trim() {
                 "start" => {
                     cpu0 = cpu_time();
+                    faults0 = minor_faults();
                     writes0 = write_syscalls();
                     t0 = Instant::now();
                     emit(json!({"phase": "started"}));
@@ -246,6 +258,7 @@ pub(crate) fn p4_child(imp: &str, target: Target, count: usize, watchdog_ms: u64
                     emit(json!({
                         "phase": "stopped",
                         "cpu_ms": cpu.as_secs_f64() * 1e3,
+                        "minor_faults": minor_faults() - faults0,
                         "write_syscalls": write_syscalls() - writes0,
                         "wall_ms": t0.elapsed().as_secs_f64() * 1e3,
                         "rss_bytes": rss_bytes(),
@@ -337,6 +350,7 @@ pub(crate) fn run_p4(
     cmd: Command,
     target: &Target,
     count: usize,
+    windows: u32,
 ) {
     let tag = format!("p4.{count}");
     eprintln!("P4 {count} locks: {imp}");
@@ -366,7 +380,7 @@ pub(crate) fn run_p4(
     // a single window was up to 2.4x on this machine, so the figure is their median.
     let cycles = plan.p4_cycles as f64;
     let mut held_now = 0;
-    for _ in 0..plan.p4_windows {
+    for _ in 0..windows {
         child.send("start");
         child.expect("started", Duration::from_secs(30));
         let window = interval * plan.p4_cycles;
@@ -383,6 +397,9 @@ pub(crate) fn run_p4(
         results.add(&format!("{tag}.calls"), imp, calls as f64 / cycles);
         if let Some(cpu) = stopped["cpu_ms"].as_f64() {
             results.add(&format!("{tag}.cpu_ms"), imp, cpu / cycles);
+        }
+        if let Some(faults) = stopped["minor_faults"].as_f64() {
+            results.add(&format!("{tag}.faults"), imp, faults / cycles);
         }
         if let Some(writes) = stopped["write_syscalls"].as_f64() {
             results.add(&format!("{tag}.writes"), imp, writes / cycles);

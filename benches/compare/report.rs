@@ -69,6 +69,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
                     ".calls",
                     ".cycle_ms",
                     ".cpu_ms",
+                    ".faults",
                     ".writes",
                     ".reads_per_node",
                 ]
@@ -352,6 +353,14 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
         row(
             "crate",
             &s,
+            "client page faults / cycle (minor)",
+            &format!("{t}.faults"),
+            Better::Lower,
+            true,
+        );
+        row(
+            "crate",
+            &s,
             "client socket writes / cycle (write syscalls)",
             &format!("{t}.writes"),
             Better::Lower,
@@ -444,7 +453,7 @@ pub(crate) fn table(plan: &Plan, r: &Results, javas: &[String], target: &Target)
     out.push_str(&loss_cost(r));
     let reps = r.reps("p1.p50_us", "crate");
     out.push_str(&format!(
-        "\n{}Medians over repetitions (P1/P2: {} each, P3: {} each, P4: 1 run per size). ↓ lower is better, ↑ higher is better; ratios are crate ÷ other.\n",
+        "\n{}Medians over repetitions (P1/P2: {} each, P3: {} each, P4: 1 run per size, the windows of each; loss detection on and off: a run per window, alternating). ↓ lower is better, ↑ higher is better; ratios are crate ÷ other.\n",
         if plan.quick { "**Quick run** (`--quick`: few, short repetitions; indicative only). " } else { "" },
         reps.max(plan.reps), plan.p3_reps
     ));
@@ -561,6 +570,9 @@ fn spread(r: &Results, metric: &str, imp: &str) -> String {
     let (Some(median), true) = (r.median(metric, imp), finite.len() > 1) else {
         return "–".to_string();
     };
+    if median == 0.0 {
+        return "–".to_string();
+    }
     let max = finite.iter().copied().fold(f64::MIN, f64::max);
     let min = finite.iter().copied().fold(f64::MAX, f64::min);
     format!("{:.0} % (n={})", (max - min) / median * 100.0, finite.len())
@@ -591,6 +603,12 @@ fn loss_cost(r: &Results) -> String {
             0.10,
         ),
         (
+            "p4.10000.faults",
+            "P4 10,000 held: client page faults / cycle",
+            false,
+            f64::INFINITY,
+        ),
+        (
             "p4.10000.bytes_per_lock",
             "P4 10,000 held: client RSS bytes / lock",
             false,
@@ -604,6 +622,10 @@ fn loss_cost(r: &Results) -> String {
             out.push_str("\n| Loss told at once: its cost | on (default) | off | on ÷ off | target | spread on / off |\n| --- | --- | --- | --- | --- | --- |\n");
         }
         let ratio = on / off;
+        let shown = match ratio.is_finite() {
+            true => format!("{ratio:.2}×"),
+            false => "–".to_string(),
+        };
         let met = if higher {
             ratio >= 1.0 - within
         } else {
@@ -619,7 +641,7 @@ fn loss_cost(r: &Results) -> String {
             "–".to_string()
         };
         out.push_str(&format!(
-            "| {what} | {} | {} | {ratio:.2}× | {target} | {} / {} |\n",
+            "| {what} | {} | {} | {shown} | {target} | {} / {} |\n",
             fmt_num(on),
             fmt_num(off),
             spread(r, metric, "crate"),
