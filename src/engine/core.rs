@@ -252,14 +252,14 @@ impl Engine {
             watchdog_lease_ms: Lease::Watchdog.millis(config.watchdog_timeout()),
             loss: Arc::new(LossWatch::new(keyspace)),
         };
-        if config.prompt_loss_detection() {
-            spawn_loss_task(LossWatch::run(
-                core.clone(),
-                client_id.clone(),
-                tasks.clone(),
-            ))?;
-        }
         spawn_watchdog(core.clone(), &config, tasks.clone()).await?;
+        if config.prompt_loss_detection() {
+            let task = LossWatch::run(core.clone(), client_id.clone(), tasks.clone());
+            if let Err(err) = spawn_loss_task(task) {
+                tasks.cancel(); // (the watchdog's thread ends with it)
+                return Err(err);
+            }
+        }
         crate::sync::spawn(release::run_release_task(core.clone(), rx));
         crate::sync::spawn(latches::run_latch_sweeper(protocol, latches, tasks.clone()));
         tracing::debug!(client_id, "lock client connected");
@@ -343,9 +343,9 @@ fn spawn_loss_task(task: impl Future<Output = ()> + Send + 'static) -> Result<()
 /// application's runtime: handing a hold over would wake its workers (that cost a cluster with
 /// replicas about 6 µs of CPU a lock+unlock). Not on the watchdog's thread either: what it
 /// keeps (a map entry and a channel name a watched lock) then shared the watchdog's malloc
-/// arena, and glibc gave the watchdog's per-cycle buffers back to the kernel after every cycle,
-/// to fault them in again the next (350 page faults a cycle at 10,000 held locks, a tenth more
-/// CPU).
+/// arena, and glibc could give the watchdog's per-cycle buffers back to the kernel after every
+/// cycle, to fault them in again the next (a probe holding 10,000 locks: 348 page faults a
+/// cycle). Started once the watchdog is: a client that fails to connect leaves no thread.
 #[cfg(not(feature = "model"))]
 fn spawn_loss_task(task: impl Future<Output = ()> + Send + 'static) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
