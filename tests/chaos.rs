@@ -13,6 +13,8 @@
 //!   that owner is in no call and holds no guard);
 //! - no two holders overlapping in time where neither was told (`is_lost()` before a write,
 //!   or an unlock that failed);
+//! - no increment of the counter lost outside those overlaps (a holder frozen between its check
+//!   and its write undoes the increments made meanwhile: only fencing stops that);
 //! - nothing left in Redis but the counter.
 //!
 //! `RLOCK_CHAOS_SECS` (default 20) sets how long faults are made; `RLOCK_CHAOS_SEED` replays
@@ -454,11 +456,17 @@ async fn no_double_count_no_phantom_hold_no_untold_overlap_under_random_faults()
         report.overlaps_neither_told, 0,
         "two holders overlapped and neither was told"
     );
+    // Increments are lost only to overlaps, each of which has a told holder (asserted above).
+    // Not one per told section: a holder frozen between its last `is_lost()` and its `SET`
+    // writes a stale count after it resumes, undoing every increment made while it was frozen
+    // (seen in CI, `RLOCK_CHAOS_SEED=1796650618793700335`: one told section, 280 sections
+    // overlapping it, 280 increments lost). Only a fencing token (`FencedLock`) stops that.
     let lost_increments = report.writes as i64 - counter;
+    let overlapping = report.overlapping_sections_told + report.overlapping_sections_untold;
     eprintln!("chaos: counter {counter}, {lost_increments} increments lost to told overlaps");
     assert!(
-        (0..=report.overlapping_sections_told as i64).contains(&lost_increments),
-        "the counter ({counter}) lost writes outside told overlaps ({} writes)",
+        (0..=overlapping as i64).contains(&lost_increments),
+        "the counter ({counter}) lost writes outside overlaps with a told holder ({} writes)",
         report.writes
     );
     let mut with_ttl = Vec::new();
