@@ -426,6 +426,37 @@ async fn spent_latches_are_deleted_in_sweeps_and_at_shutdown() {
     assert_eq!(latches(), Vec::<String>::new(), "a latch outlived shutdown");
 }
 
+/// A key written again and again has its spent latches deleted by its own writes, a `DEL` of
+/// a few carried in the same write, not by sweeps of their own: while the writes go on, the
+/// latches waiting never pile up to a sweep's worth (the sweeper leaves a key written since
+/// its last look to them), and a `DEL` carries a few latches, not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_keys_latches_are_deleted_by_its_own_writes() {
+    let server = RedisServer::start();
+    let client = server.client().await;
+    // (An acquire's latch and an unlock's: two a pair.)
+    let latches = || server.cmd::<Vec<String>>(&["KEYS", "redisson_*_latch:*"]);
+    let dels_before = server.command_calls("del");
+    let lock = client.lock("busy");
+    let pairs = 300;
+    let mut most = 0;
+    for _ in 0..pairs {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+        most = most.max(latches().len());
+    }
+    // (16 gather before a write carries them; one more may be on its way to the queue.)
+    assert!(most <= 17, "{most} spent latches waited at once");
+    // Redis counts the `DEL` each unlock script runs on the lock's hash too.
+    let dels = server.command_calls("del") - dels_before - pairs;
+    assert!(
+        (2 * pairs / 32..=2 * pairs / 16 + 2).contains(&dels),
+        "{dels} DEL commands for {} latches",
+        2 * pairs
+    );
+    client.shutdown().await;
+    assert_eq!(latches(), Vec::<String>::new(), "a latch outlived shutdown");
+}
+
 /// `acquire(Wait, Lease)`, the acquire every other method is a shorthand for, on every kind
 /// of handle: a fixed lease sets the TTL, the watchdog's sets the watchdog timeout; a bounded
 /// wait on a held lock gives up (`None`) after its wait, `Wait::Never` at once; a bad lease

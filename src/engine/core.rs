@@ -18,6 +18,7 @@ use crate::engine::release::{self, Job, PendingReleases, Unlock};
 use crate::engine::watchdog::Watchdog;
 use crate::error::{Error, Result};
 use crate::observe::Observe;
+use crate::raw::spent::SpentQueue;
 use crate::raw::{Kind, Protocol};
 use crate::transport::naming::ConnName;
 use crate::transport::pubsub::Hub;
@@ -226,7 +227,13 @@ impl Engine {
             false => None,
         };
         let cluster = conn.is_cluster();
-        let protocol = Protocol::new(conn.clone(), mode.publish_command(), replica_sync.clone());
+        let spent = Arc::new(SpentQueue::new(cluster));
+        let protocol = Protocol::new(
+            conn.clone(),
+            mode.publish_command(),
+            replica_sync.clone(),
+            spent.clone(),
+        );
 
         let tasks = CancellationToken::new();
         let hub = Hub::start(&config, conn, mode, tasks.clone()).await?;
@@ -236,7 +243,7 @@ impl Engine {
         let holds =
             Arc::new(Registry::new(config.watchdog_timeout(), &client_id).observed(observe));
         let (jobs, rx) = mpsc::unbounded_channel();
-        let latches = Arc::new(SpentLatches::default());
+        let latches = Arc::new(SpentLatches::new(spent));
         let core = Core {
             protocol: protocol.clone(),
             latches: latches.clone(),
@@ -384,6 +391,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
     let publish = core.protocol.publish_command();
     // (One replica sync for the client: a server found without WAIT is so for both.)
     let replica_sync = core.protocol.replica_sync().cloned();
+    let spent = core.protocol.spent().clone();
     // (Its own connections, the client's view of the cluster or the sentinels' master.)
     let client_conn = core.protocol.connection().clone();
     let (ready, connected) = oneshot::channel();
@@ -407,7 +415,7 @@ async fn spawn_watchdog(core: Core, config: &Config, shutdown: CancellationToken
                 match opened {
                     Ok(conn) => {
                         let watchdog = Watchdog {
-                            protocol: Protocol::new(conn, publish, replica_sync),
+                            protocol: Protocol::new(conn, publish, replica_sync, spent),
                             core,
                             lease: config.watchdog_timeout(),
                             interval: config.renewal_interval(),

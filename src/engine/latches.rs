@@ -1,45 +1,52 @@
-//! Spent unlock latches and their sweeper.
+//! Spent latches and their sweeper.
 //!
-//! Once an unlock's answer is read its latch is spent (no re-send will come), but it would
-//! linger until its PX runs out. Spent latches are gathered for [`LATCH_SWEEP`] and deleted
-//! together in one `DEL`: under load that is one command per sweep instead of one per unlock,
-//! and the unlock itself costs exactly its script call.
+//! Once a latched write's answer is read its latch is spent (no re-send will come), but it
+//! would linger until its PX runs out. Spent latches queue in the client's
+//! [`SpentQueue`](crate::raw::spent::SpentQueue): the writes to their node carry their `DEL`
+//! once a few have gathered, and every [`LATCH_SWEEP`] the sweeper deletes those no write
+//! came for (of a key written once), a few `DEL`s at a time.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::Mutex;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::future::{join_all, BoxFuture};
 use crate::names;
+use crate::raw::spent::{SpentQueue, LATCHES_PER_DEL};
 use crate::raw::Protocol;
 
 /// Sends of one latched write ([`SpentLatches::send_once`]) before its caller hears of the error.
 const ONCE_ATTEMPTS: u32 = 3;
 const RESEND_PAUSE: Duration = Duration::from_millis(50);
 
-/// How long spent latches are gathered before one `DEL` removes them (far inside their PX).
+/// How often the sweeper looks for latches no write carried (far inside their PX).
 const LATCH_SWEEP: Duration = Duration::from_millis(50);
-/// Most latches one `DEL` names.
-const LATCHES_PER_DEL: usize = 512;
-/// `DEL`s of a sweep sent before the first answer is awaited.
-const DELS_IN_FLIGHT: usize = 64;
+/// `DEL`s a sweep would rather send one at a time (each answered before the next goes, so
+/// the server serves other clients between them); a bigger sweep sends as many at once as
+/// it takes to finish in this many round trips, so that a sweep keeps up with any rate of
+/// unlocks however far the server is (a sweep that fell behind would only grow).
+const SWEEP_ROUNDS: usize = 16;
 
-/// Unlock latches whose answers have been read, waiting for the next sweep.
-#[derive(Default)]
+/// Latches whose answers have been read, waiting for a write to carry their `DEL` or for the
+/// next sweep.
 pub(crate) struct SpentLatches {
-    pending: Mutex<Pending>,
-    /// Signalled when the first latch of a sweep arrives.
-    arrived: Notify,
+    queue: Arc<SpentQueue>,
     /// Held by the sweep in flight: a sweep at shutdown must wait for the sweeper's, whose
-    /// latches are out of `pending` until its `DEL`s answer (or are put back).
+    /// latches are out of the queue until its `DEL`s answer (or are put back).
     sweeping: tokio::sync::Mutex<()>,
 }
 
 impl SpentLatches {
+    /// The spent latches of `queue` (the one the client's writes carry `DEL`s from).
+    pub(crate) fn new(queue: Arc<SpentQueue>) -> SpentLatches {
+        SpentLatches {
+            queue,
+            sweeping: tokio::sync::Mutex::new(()),
+        }
+    }
+
     /// Sends a write that a request latch of `key`'s makes exactly-once (a release of permits,
     /// a count-down): `send` is handed the latch, the same one for every send, and the write
     /// is re-sent after an answer lost to a transient error (the latch makes a re-send count
@@ -79,36 +86,40 @@ impl SpentLatches {
     /// [`Core::retire`]: crate::engine::Core::retire
     #[must_use = "after shutdown the caller sweeps"]
     pub(crate) fn retire(&self, latch: String) -> bool {
-        let mut pending = self.pending.lock();
-        pending.latches.push(latch);
-        if pending.latches.len() == 1 {
-            self.arrived.notify_one();
-        }
-        pending.closed
+        self.queue.push(latch)
     }
 
     /// The client shuts down: the sweeper's last sweep comes next, and a latch spent after it
-    /// is for its spender to sweep. (Under the queue's lock: a latch is either queued before
-    /// the last sweep or swept by its spender.)
+    /// is for its spender to sweep.
     pub(crate) fn close(&self) {
-        self.pending.lock().closed = true;
+        self.queue.close();
     }
 
     /// Deletes every latch queued so far, each `DEL` confirmed. A `DEL` that fails puts its
     /// latches back for the next sweep (`false`): a latch left behind would linger for its
     /// whole PX, long after every fault has healed.
     pub(crate) async fn sweep(&self, protocol: &Protocol) -> bool {
+        self.sweep_some(protocol, true).await
+    }
+
+    /// [`SpentLatches::sweep`] of the latches no write is likely to carry: those of groups
+    /// no latch came to since the last sweep.
+    async fn sweep_idle(&self, protocol: &Protocol) -> bool {
+        self.sweep_some(protocol, false).await
+    }
+
+    async fn sweep_some(&self, protocol: &Protocol, all: bool) -> bool {
         let _sweeping = self.sweeping.lock().await;
-        let mut spent = std::mem::take(&mut self.pending.lock().latches);
+        let mut spent = self.queue.take_for_sweep(all);
         // (One `DEL`'s keys must be ones the topology lets share a call.)
         let batches = protocol
             .connection()
             .batches(&mut spent, |l| l, LATCHES_PER_DEL);
-        // [`DELS_IN_FLIGHT`] at once: what is queued for one node goes out in one write (on a
-        // cluster each slot's `DEL` is its own command), without a future per slot held at
-        // once (thousands after a burst of acquires over many slots).
+        // A few `DEL`s at a time (see [`SWEEP_ROUNDS`]; on a cluster each slot's is its own),
+        // without a future per slot held at once (thousands after a burst over many slots).
+        let in_flight = batches.len().div_ceil(SWEEP_ROUNDS).max(1);
         let mut swept = true;
-        for group in batches.chunks(DELS_IN_FLIGHT) {
+        for group in batches.chunks(in_flight) {
             let deletes = group
                 .iter()
                 .map(|batch| -> BoxFuture<'_, _> {
@@ -118,7 +129,7 @@ impl SpentLatches {
             for (batch, deleted) in join_all(deletes).await {
                 if deleted.is_err() {
                     swept = false;
-                    self.pending.lock().latches.extend_from_slice(batch);
+                    self.queue.put_back(batch.to_vec());
                 }
             }
         }
@@ -136,7 +147,7 @@ impl SpentLatches {
             }
             if Instant::now() + pause > deadline {
                 tracing::warn!(
-                    latches = self.pending.lock().latches.len(),
+                    latches = self.queue.len(),
                     "spent latches could not be deleted; they expire by themselves"
                 );
                 return false;
@@ -147,25 +158,18 @@ impl SpentLatches {
     }
 }
 
-/// The latches waiting for a sweep, and whether the client has shut down.
-#[derive(Default)]
-struct Pending {
-    latches: Vec<String>,
-    closed: bool,
-}
-
 /// Deletes spent latches a sweep at a time until `shutdown`, then once more.
 pub(crate) async fn run_latch_sweeper(
     protocol: Protocol,
     latches: Arc<SpentLatches>,
     shutdown: CancellationToken,
 ) {
-    let mut swept = true;
     while !shutdown.is_cancelled() {
-        // After a failed sweep the latches are still queued: retry without waiting for more.
-        if swept {
+        // A sweep leaves the latches a write may yet carry, and puts back those whose `DEL`
+        // failed: with any queued, look again after the next interval.
+        if latches.queue.is_empty() {
             tokio::select! {
-                _ = latches.arrived.notified() => {}
+                _ = latches.queue.arrived.notified() => {}
                 _ = shutdown.cancelled() => break,
             }
         }
@@ -173,7 +177,7 @@ pub(crate) async fn run_latch_sweeper(
             _ = crate::sync::time::sleep(LATCH_SWEEP) => {}
             _ = shutdown.cancelled() => {}
         }
-        swept = latches.sweep(&protocol).await;
+        latches.sweep_idle(&protocol).await;
     }
     latches.sweep(&protocol).await;
 }

@@ -23,6 +23,7 @@ pub(crate) mod protocol;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
 pub(crate) mod semaphore;
+pub(crate) mod spent;
 pub(crate) mod spin;
 
 pub use spin::BackOff;

@@ -16,6 +16,7 @@ use crate::transport::write::{self, Answer};
 pub(crate) use crate::transport::write::{Call, Script, Synced};
 use crate::transport::Connection;
 
+use super::spent::{Carried, SpentQueue};
 use super::Renewal;
 
 use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
@@ -174,6 +175,8 @@ pub(crate) struct Protocol {
     /// Whether and how long a write waits for replicas (shared with the client's other
     /// protocols: a server found without `WAIT` is so for all of them).
     replica_sync: Option<Arc<ReplicaSync>>,
+    /// The client's spent latches, whose `DEL` its writes carry (see [`super::spent`]).
+    spent: Arc<SpentQueue>,
 }
 
 /// The error a renewal whose write no replica acknowledged fails with: it counts as
@@ -203,11 +206,12 @@ impl Protocol {
     }
 
     /// The protocol over `conn`; lock writes wait for replicas as `replica_sync` says, where
-    /// the topology reports them.
+    /// the topology reports them, and carry the `DEL` of `spent` latches.
     pub(crate) fn new(
         conn: Connection,
         publish: &'static str,
         replica_sync: Option<Arc<ReplicaSync>>,
+        spent: Arc<SpentQueue>,
     ) -> Self {
         let numsub = if publish == "spublish" {
             "SHARDNUMSUB"
@@ -219,23 +223,47 @@ impl Protocol {
             publish,
             numsub,
             replica_sync,
+            spent,
         }
     }
 
+    /// The client's spent latches (for the watchdog's own protocol).
+    #[cfg(not(feature = "model"))]
+    pub(crate) fn spent(&self) -> &Arc<SpentQueue> {
+        &self.spent
+    }
+
     /// Sends one lock write through the grouped write (with its `WAIT` where replica sync
-    /// asks for one): its reply and whether replicas acknowledged it. The future owns what it
-    /// needs, so a cancelled caller can hand it to a background task.
+    /// asks for one): its reply and whether replicas acknowledged it. The write carries the
+    /// `DEL` of spent latches beside its key where enough have gathered
+    /// ([`SpentQueue::take_for`]). The future owns what it needs, so a cancelled caller can
+    /// hand it to a background task.
     pub(crate) fn send(
         &self,
         call: Call,
     ) -> impl Future<Output = RedisResult<(Value, Synced)>> + Send + 'static {
         let (conn, sync) = (self.conn.clone(), self.replica_sync.clone());
+        let carried = self.spent.take_for(&call.key).map(|latches| Carried {
+            queue: self.spent.clone(),
+            latches,
+        });
         async move {
-            let answer = write::write(&conn, vec![call], sync.as_deref()).await.pop();
-            let answer = answer.unwrap_or_else(|| Answer {
+            let mut calls = vec![call];
+            if let Some(carried) = &carried {
+                let mut del = redis::cmd("DEL");
+                del.arg(&carried.latches);
+                calls.push(Call::command(&calls[0].key, del));
+            }
+            let mut answers = write::write(&conn, calls, sync.as_deref())
+                .await
+                .into_iter();
+            let answer = answers.next().unwrap_or_else(|| Answer {
                 reply: Err(short_reply()),
                 synced: Synced::Yes,
             });
+            if let (Some(carried), Some(Answer { reply: Ok(_), .. })) = (carried, answers.next()) {
+                carried.done();
+            }
             Ok((answer.reply?, answer.synced))
         }
     }
