@@ -87,10 +87,14 @@ struct Plan {
     p4_counts: Vec<usize>,
     p4_watchdog_ms: u64,
     /// Renewal cycles per measured window of P4, and windows per child run (each a value of
-    /// its own: the medians and the run-to-run spread come from them; the crate with loss
-    /// detection on and off at the first count: that many child runs of one window each).
+    /// its own: the medians and the run-to-run spread come from them).
     p4_cycles: u32,
     p4_windows: u32,
+    /// The crate with loss detection on and off at P4's first count: child runs of one window
+    /// each, per side. More than `p4_windows`: one process's client CPU a cycle differed from
+    /// the next's by up to 1.9x at the same settings (2026-12-07), so three a side could not
+    /// tell the 10 % the loss-detection target allows.
+    p4_loss_runs: u32,
     /// The other kinds' P3: waiters, and hand-offs per repetition.
     kinds_n: usize,
     kinds_handoffs: usize,
@@ -118,6 +122,7 @@ impl Plan {
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 2,
                 p4_windows: 3,
+                p4_loss_runs: 3,
                 kinds_n: 8,
                 kinds_handoffs: 100,
             }
@@ -141,6 +146,7 @@ impl Plan {
                 p4_watchdog_ms: 3_000,
                 p4_cycles: 5,
                 p4_windows: 3,
+                p4_loss_runs: 6,
                 kinds_n: 8,
                 kinds_handoffs: 300,
             }
@@ -468,7 +474,7 @@ fn run(
                 .map(|imp| (imp, plan.p4_windows))
                 .collect();
             if off {
-                for _ in 0..plan.p4_windows {
+                for _ in 0..plan.p4_loss_runs {
                     runs.extend([("crate", 1), (UNWATCHED, 1)]);
                 }
             }
