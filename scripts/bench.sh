@@ -467,7 +467,9 @@ ${results%$'\n\n'}
   acquisition burst, and 3.23.4's per-lock timers flood the server with full-text \`EVAL\`s
   (its acquisition alone takes minutes). Redisson's default 30 s timeout makes that load 10×
   lighter; the 3 s timeout is what makes 100k locks a stress test here.
-- The crate deletes spent unlock latches together, one \`DEL\` per 50 ms sweep; the floor and
+- The crate deletes spent latches a few at a time: a later write to their node carries the
+  \`DEL\` of 16 (in the same write, behind the same \`WAIT\`), and a 50 ms sweep takes what no
+  write carried (since 2026-12-07; before that, one \`DEL\` per 50 ms sweep). The floor and
   Redisson 4.7.0 send one \`DEL\` per unlock (3.23.4 has no latch). That is the crate's
   \`DEL\` column in P3, and part of its P1/P2 advantage over the floor.
 - **P3 with local hand-off.** All P3 owners share one client, so each release carries the
