@@ -571,15 +571,16 @@ fn run_kinds(
             results.add(&format!("p1.{kind}.p50_us"), "crate", p50);
             results.add(&format!("p1.{kind}.p99_us"), "crate", p99);
             target.flushall();
-            if kind == "semaphore" {
+            if let Some(latched) = wire::Latched::ALL.into_iter().find(|l| l.kind() == kind) {
                 // What exactly-once costs a semaphore on the wire, latches and none side by side.
                 let node = target.node_of("bench:p1");
                 let (publish, wait) = (target.publish_command(), target.has_replicas());
                 let (warmup, iters) = (plan.p1_warmup, plan.p1_iters);
-                let runs = wire::semaphore_wire(&node, publish, wait, warmup, iters);
+                let runs = wire::latch_cost_wire(latched, &node, publish, wait, warmup, iters);
+                let metric = latched.metric();
                 for ((p50, p99), imp) in runs.into_iter().zip(["latched", "unlatched"]) {
-                    results.add("p1semwire.p50_us", imp, p50);
-                    results.add("p1semwire.p99_us", imp, p99);
+                    results.add(&format!("{metric}.p50_us"), imp, p50);
+                    results.add(&format!("{metric}.p99_us"), imp, p99);
                 }
                 target.flushall();
             }

@@ -499,9 +499,11 @@ ${results%$'\n\n'}
   \`WAIT\` answers. Measured by hand on this machine (a master and a replica, \`WAIT\` in the
   same write, the script sets alternating pair by pair, p50 of 4,000 pairs in three rounds):
   no latches 410-468 µs, the crate's checks without the latch writes 417-481, the crate's
-  scripts 449-497. The kinds section measures that cost in every run (*P1 semaphore, acquire +
-  release of one permit*: the wire with and without latches beside both clients' rows): a
-  crate semaphore row behind Redisson's with replicas by no more than it is the guarantee.
+  scripts 449-497. The kinds section measures that cost in every run (*P1, acquire + release
+  of one permit*: the wire with and without latches beside both clients' rows, for
+  \`RSemaphore\` and \`RPermitExpirableSemaphore\`, whose scripts latch the same way): a
+  crate semaphore or permit row behind Redisson's with replicas by no more than it is the
+  guarantee.
 - Benchmarks are not tests: nothing in the test suite asserts a time. \`cargo test --all-targets\`
   runs \`benches/compare.rs\` without a server, and it then returns at once.
 EOF

@@ -3,6 +3,7 @@
 use crate::scenarios::{PLAIN, UNWATCHED};
 use crate::stats::{median, Results};
 use crate::target::Target;
+use crate::wire::Latched;
 use crate::Plan;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -507,56 +508,58 @@ fn wire_floor(r: &Results) -> String {
     out
 }
 
-/// What exactly-once costs a semaphore: the wire with the crate's semaphore scripts (a latch
-/// per acquire and per release) against the same commands without latches (Redisson's), beside
-/// the crate's and Redisson's P1 semaphore rows.
+/// What exactly-once costs the semaphores: the wire with the crate's scripts (a latch per
+/// acquire and per release) against the same commands without latches (Redisson's), beside
+/// the crate's and Redisson's P1 rows of the same kind.
 fn semaphore_latches(r: &Results, javas: &[String]) -> String {
-    let (Some(latched), Some(unlatched)) = (
-        r.median("p1semwire.p50_us", "latched"),
-        r.median("p1semwire.p50_us", "unlatched"),
-    ) else {
-        return String::new();
-    };
-    let p99 = |metric: &str, imp: &str| r.median(metric, imp).map_or("–".into(), fmt_num);
     let mut out = String::from(
-        "\n| P1 semaphore, acquire + release of one permit | p50 µs | ÷ the wire without latches | p99 µs |\n| --- | --- | --- | --- |\n",
+        "\n| P1, acquire + release of one permit | p50 µs | ÷ the wire without latches | p99 µs |\n| --- | --- | --- | --- |\n",
     );
-    let mut line = |what: &str, p50: f64, p99: String| {
-        out.push_str(&format!(
-            "| {what} | {} | {:.2}× | {p99} |\n",
-            fmt_num(p50),
-            p50 / unlatched
-        ))
-    };
-    line(
-        "the wire, the crate's scripts (exactly-once: a latch per command)",
-        latched,
-        p99("p1semwire.p99_us", "latched"),
-    );
-    line(
-        "the wire, the same commands without latches (Redisson's)",
-        unlatched,
-        p99("p1semwire.p99_us", "unlatched"),
-    );
-    let p1 = |imp: &str| r.median("p1.semaphore.p50_us", imp);
-    if let Some(p50) = p1("crate") {
+    let mut any = false;
+    for latched in Latched::ALL {
+        let (kind, wire) = (latched.kind(), latched.metric());
+        let (p50, p99) = (format!("{wire}.p50_us"), format!("{wire}.p99_us"));
+        let (Some(with), Some(without)) = (r.median(&p50, "latched"), r.median(&p50, "unlatched"))
+        else {
+            continue;
+        };
+        any = true;
+        let p99_of = |metric: &str, imp: &str| r.median(metric, imp).map_or("–".into(), fmt_num);
+        let mut line = |what: &str, p50: f64, p99: String| {
+            out.push_str(&format!(
+                "| {kind}: {what} | {} | {:.2}× | {p99} |\n",
+                fmt_num(p50),
+                p50 / without
+            ))
+        };
         line(
-            "the crate's semaphore",
-            p50,
-            p99("p1.semaphore.p99_us", "crate"),
+            "the wire, the crate's scripts (exactly-once: a latch per command)",
+            with,
+            p99_of(&p99, "latched"),
         );
-    }
-    for java in javas {
-        if let Some(p50) = p1(java) {
-            let name = java.replace("redisson-", "Redisson ");
-            line(
-                &format!("{name}'s semaphore"),
-                p50,
-                p99("p1.semaphore.p99_us", java),
-            );
+        line(
+            "the wire, the same commands without latches (Redisson's)",
+            without,
+            p99_of(&p99, "unlatched"),
+        );
+        let (p1_50, p1_99) = (format!("p1.{kind}.p50_us"), format!("p1.{kind}.p99_us"));
+        if let Some(p50) = r.median(&p1_50, "crate") {
+            line("the crate", p50, p99_of(&p1_99, "crate"));
+        }
+        for java in javas {
+            if let Some(p50) = r.median(&p1_50, java) {
+                line(
+                    &java.replace("redisson-", "Redisson "),
+                    p50,
+                    p99_of(&p1_99, java),
+                );
+            }
         }
     }
-    out.push_str("The wire: one thread, a blocking `std::net` socket, the two scripts of each side alternating pair by pair, each reply read before the next call (`WAIT` in the same write where there are replicas). Each of the crate's semaphore commands writes a latch beside the key, so that a command re-sent after its answer was lost takes or gives its permits once; Redisson's scripts send the same commands on the key and no latch, so its retried command can count twice. The first two rows are that guarantee's cost on this server; a crate semaphore row behind Redisson's by no more than it is the guarantee, not the client.\n");
+    if !any {
+        return String::new();
+    }
+    out.push_str("The wire: one thread, a blocking `std::net` socket, the two scripts of each side alternating pair by pair, each reply read before the next call (`WAIT` in the same write where there are replicas). Each of the crate's semaphore commands (`RSemaphore`'s and `RPermitExpirableSemaphore`'s) writes a latch beside the key, so that a command re-sent after its answer was lost takes or gives its permits once; Redisson's scripts send the same commands on the key and no latch, so its retried command can count twice. The first two rows of each kind are that guarantee's cost on this server; a crate row behind Redisson's by no more than it is the guarantee, not the client.\n");
     out
 }
 

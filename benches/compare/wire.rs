@@ -5,7 +5,7 @@
 //! by hand, each reply read before the next call. Where the
 //! master has a replica, each script carries `WAIT 1 1000` in the same write, as every other
 //! client here does. Spent latches are left to their `PX` (the crate deletes them in batched
-//! sweeps, off the caller's path). [`semaphore_wire`] does the same with the semaphore's
+//! sweeps, off the caller's path). [`latch_cost_wire`] does the same with the semaphores'
 //! scripts, with and without their latches.
 
 use std::io::{Read, Write};
@@ -38,6 +38,41 @@ const SEM_RELEASE_UNLATCHED: &str = "\
 local value = redis.call('incrby', KEYS[1], ARGV[1])
 redis.call(ARGV[2], KEYS[2], value)
 return value";
+const PERMIT_ACQUIRE: &str = include_str!("../../scripts/lua/permit_acquire.lua");
+const PERMIT_RELEASE: &str = include_str!("../../scripts/lua/permit_release.lua");
+/// The expirable semaphore's acquire with no latch: what Redisson's sends (expired permits
+/// given back, then check, `DECRBY` and the id listed with its expiry). Same keys and
+/// arguments as the crate's; the latch is not touched.
+const PERMIT_ACQUIRE_UNLATCHED: &str = "\
+local expired = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, 1)
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local value = redis.call('incrby', KEYS[1], #expired)
+    redis.call(ARGV[4], KEYS[3], value)
+end
+local value = redis.call('get', KEYS[1])
+if value and tonumber(value) >= 1 then
+    redis.call('decrby', KEYS[1], 1)
+    redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then
+        redis.call('pexpire', KEYS[2], ttl)
+    end
+    return nil
+end
+return -1";
+/// The expirable semaphore's release with no latch: what Redisson's sends (the id taken out,
+/// then `INCRBY` and the count published). Same keys and arguments as the crate's; the latch
+/// is not touched.
+const PERMIT_RELEASE_UNLATCHED: &str = "\
+if redis.call('zrem', KEYS[2], ARGV[1]) == 0 then
+    return 0
+end
+local value = redis.call('incrby', KEYS[1], 1)
+redis.call(ARGV[3], KEYS[3], value)
+return 1";
+/// Redisson's expiry score of a permit that never expires.
+const NEVER_EXPIRES: &str = "922337203685477";
 const LEASE_MS: u64 = 30_000;
 const LATCH_PX_MS: u64 = 20_000;
 const FIELD: &str = "00000000-0000-4000-8000-00000000000f:1";
@@ -122,13 +157,63 @@ pub(crate) fn p1_wire(
     (p50, p99, cpu)
 }
 
-/// What exactly-once costs a semaphore on the wire: `[(p50 µs, p99 µs); 2]` of `iters`
+/// A synchronizer whose scripts latch each command (exactly-once), for [`latch_cost_wire`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Latched {
+    /// `RSemaphore`: one permit of a semaphore of one.
+    Semaphore,
+    /// `RPermitExpirableSemaphore`: one permit (its id), of one, a lease of an hour.
+    Permit,
+}
+
+impl Latched {
+    /// Both kinds, in the order their rows print.
+    pub(crate) const ALL: [Latched; 2] = [Latched::Semaphore, Latched::Permit];
+
+    /// The bench's name of the kind (its `p1.<kind>` rows).
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Latched::Semaphore => "semaphore",
+            Latched::Permit => "permit",
+        }
+    }
+
+    /// The results' metric of its wire rows.
+    pub(crate) fn metric(self) -> &'static str {
+        match self {
+            Latched::Semaphore => "p1semwire",
+            Latched::Permit => "p1permwire",
+        }
+    }
+
+    /// Its acquire and release scripts: the crate's (latched), then Redisson's commands with
+    /// the same keys and arguments and no latch.
+    fn scripts(self) -> [&'static str; 4] {
+        match self {
+            Latched::Semaphore => [
+                SEM_ACQUIRE,
+                SEM_RELEASE,
+                SEM_ACQUIRE_UNLATCHED,
+                SEM_RELEASE_UNLATCHED,
+            ],
+            Latched::Permit => [
+                PERMIT_ACQUIRE,
+                PERMIT_RELEASE,
+                PERMIT_ACQUIRE_UNLATCHED,
+                PERMIT_RELEASE_UNLATCHED,
+            ],
+        }
+    }
+}
+
+/// What exactly-once costs a semaphore `kind` on the wire: `[(p50 µs, p99 µs); 2]` of `iters`
 /// acquire + release pairs of one permit on P1's key at `url` (blocking reads), first with
-/// the crate's semaphore scripts (a latch written beside the key by each acquire and each
-/// release, so that a re-sent command counts once), then with the same commands on the key
-/// and none on a latch (what Redisson's `RSemaphore` sends: a retried command can take or give
-/// twice). The two alternate pair by pair, so that both see the same machine.
-pub(crate) fn semaphore_wire(
+/// the crate's scripts (a latch written beside the key by each acquire and each release, so
+/// that a re-sent command counts once), then with the same commands on the key and none on a
+/// latch (what Redisson sends: a retried command can take or give twice). The two alternate
+/// pair by pair, so that both see the same machine.
+pub(crate) fn latch_cost_wire(
+    kind: Latched,
     url: &str,
     publish: &str,
     wait: bool,
@@ -136,51 +221,85 @@ pub(crate) fn semaphore_wire(
     iters: usize,
 ) -> [(f64, f64); 2] {
     let mut conn = Conn::connect(url, false);
-    let latched = (Script::new(SEM_ACQUIRE), Script::new(SEM_RELEASE));
-    let unlatched = (
-        Script::new(SEM_ACQUIRE_UNLATCHED),
-        Script::new(SEM_RELEASE_UNLATCHED),
-    );
-    for code in [
-        SEM_ACQUIRE,
-        SEM_RELEASE,
-        SEM_ACQUIRE_UNLATCHED,
-        SEM_RELEASE_UNLATCHED,
-    ] {
+    let [acquire, release, acquire_bare, release_bare] = kind.scripts();
+    let latched = (Script::new(acquire), Script::new(release));
+    let unlatched = (Script::new(acquire_bare), Script::new(release_bare));
+    for code in kind.scripts() {
         conn.call(&[b"SCRIPT", b"LOAD", code.as_bytes()], false);
     }
     let key = KEY;
     conn.call(&[b"SET", key.as_bytes(), b"1"], wait);
     let channel = format!("redisson_sc:{{{key}}}");
+    let timeouts = format!("{{{key}}}:timeout");
     let (acquire_px, release_px) = ("3600000", LATCH_PX_MS.to_string());
+    let permit_id = [0x5au8; 16];
     let mut seq = 0u64;
     let mut pair = |conn: &mut Conn, (acquire, release): &(Script, Script)| {
         seq += 1;
-        let latch = format!("redisson_lock_acquire_latch:{{{key}}}:{seq:032x}");
-        let take: [&[u8]; 7] = [
-            b"EVALSHA",
-            acquire.get_hash().as_bytes(),
-            b"2",
-            key.as_bytes(),
-            latch.as_bytes(),
-            b"1",
-            acquire_px.as_bytes(),
-        ];
-        assert_eq!(conn.call(&take, wait), Reply::Nil, "wire: a permit taken");
-        let latch = format!("redisson_unlock_latch:{{{key}}}:{seq:032x}");
-        let give: [&[u8]; 10] = [
-            b"EVALSHA",
-            release.get_hash().as_bytes(),
-            b"3",
-            key.as_bytes(),
-            channel.as_bytes(),
-            latch.as_bytes(),
-            b"1",
-            publish.as_bytes(),
-            release_px.as_bytes(),
-            b"0",
-        ];
-        assert_eq!(conn.call(&give, wait), Reply::Int(1), "wire: given back");
+        let take_latch = format!("redisson_lock_acquire_latch:{{{key}}}:{seq:032x}");
+        let give_latch = format!("redisson_unlock_latch:{{{key}}}:{seq:032x}");
+        let (take, give) = (acquire.get_hash().as_bytes(), release.get_hash().as_bytes());
+        match kind {
+            Latched::Semaphore => {
+                let take: [&[u8]; 7] = [
+                    b"EVALSHA",
+                    take,
+                    b"2",
+                    key.as_bytes(),
+                    take_latch.as_bytes(),
+                    b"1",
+                    acquire_px.as_bytes(),
+                ];
+                assert_eq!(conn.call(&take, wait), Reply::Nil, "wire: a permit taken");
+                let give: [&[u8]; 10] = [
+                    b"EVALSHA",
+                    give,
+                    b"3",
+                    key.as_bytes(),
+                    channel.as_bytes(),
+                    give_latch.as_bytes(),
+                    b"1",
+                    publish.as_bytes(),
+                    release_px.as_bytes(),
+                    b"0",
+                ];
+                assert_eq!(conn.call(&give, wait), Reply::Int(1), "wire: given back");
+            }
+            Latched::Permit => {
+                let now = now_ms();
+                let (now, expiry) = (now.to_string(), (now + 3_600_000).to_string());
+                let take: [&[u8]; 13] = [
+                    b"EVALSHA",
+                    take,
+                    b"4",
+                    key.as_bytes(),
+                    timeouts.as_bytes(),
+                    channel.as_bytes(),
+                    take_latch.as_bytes(),
+                    &permit_id,
+                    expiry.as_bytes(),
+                    now.as_bytes(),
+                    publish.as_bytes(),
+                    NEVER_EXPIRES.as_bytes(),
+                    acquire_px.as_bytes(),
+                ];
+                assert_eq!(conn.call(&take, wait), Reply::Nil, "wire: a permit taken");
+                let give: [&[u8]; 11] = [
+                    b"EVALSHA",
+                    give,
+                    b"4",
+                    key.as_bytes(),
+                    timeouts.as_bytes(),
+                    channel.as_bytes(),
+                    give_latch.as_bytes(),
+                    &permit_id,
+                    now.as_bytes(),
+                    publish.as_bytes(),
+                    release_px.as_bytes(),
+                ];
+                assert_eq!(conn.call(&give, wait), Reply::Int(1), "wire: given back");
+            }
+        }
     };
     for _ in 0..warmup {
         pair(&mut conn, &latched);
@@ -195,6 +314,13 @@ pub(crate) fn semaphore_wire(
         }
     }
     lat.map(p50_p99_us)
+}
+
+/// Milliseconds since the epoch, by this machine's clock (the permits' expiry scores).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A reply, as far as the pair needs it.

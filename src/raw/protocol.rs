@@ -16,7 +16,7 @@ use crate::transport::write::{self, Answer};
 pub(crate) use crate::transport::write::{Call, Script, Synced};
 use crate::transport::Connection;
 
-use super::spent::{Carried, SpentQueue};
+use super::spent::SpentQueue;
 use super::Renewal;
 
 use redis::{ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, Value};
@@ -243,16 +243,11 @@ impl Protocol {
         call: Call,
     ) -> impl Future<Output = RedisResult<(Value, Synced)>> + Send + 'static {
         let (conn, sync) = (self.conn.clone(), self.replica_sync.clone());
-        let carried = self.spent.take_for(&call.key).map(|latches| Carried {
-            queue: self.spent.clone(),
-            latches,
-        });
+        let carried = self.spent.take_for(&call.key);
         async move {
             let mut calls = vec![call];
             if let Some(carried) = &carried {
-                let mut del = redis::cmd("DEL");
-                del.arg(&carried.latches);
-                calls.push(Call::command(&calls[0].key, del));
+                calls.push(Call::command(&calls[0].key, carried.del()));
             }
             let mut answers = write::write(&conn, calls, sync.as_deref())
                 .await
@@ -291,8 +286,7 @@ impl Protocol {
         if latches.is_empty() {
             return Ok(());
         }
-        redis::cmd("DEL")
-            .arg(latches)
+        super::spent::delete(latches)
             .query_async(&mut self.conn.clone())
             .await
     }

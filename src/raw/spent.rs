@@ -88,9 +88,9 @@ impl SpentQueue {
     }
 
     /// The spent latches a write to `key` is to carry the `DEL` of: those of its group once
-    /// there are [`CARRY_MIN`] (at most [`LATCHES_PER_DEL`]). A write that fails gives them
-    /// back ([`SpentQueue::put_back`]).
-    pub(crate) fn take_for(&self, key: &str) -> Option<Vec<String>> {
+    /// there are [`CARRY_MIN`] (at most [`LATCHES_PER_DEL`]), in a guard that gives them back
+    /// unless the write's `DEL` ran.
+    pub(crate) fn take_for(self: &Arc<Self>, key: &str) -> Option<Carried> {
         let mut inner = self.inner.lock();
         if inner.count < CARRY_MIN {
             return None;
@@ -101,12 +101,15 @@ impl SpentQueue {
             return None;
         }
         let n = spent.latches.len().min(LATCHES_PER_DEL);
-        let taken: Vec<String> = spent.latches.drain(..n).collect();
+        let latches: Vec<String> = spent.latches.drain(..n).collect();
         if spent.latches.is_empty() {
             inner.groups.remove(&group);
         }
         inner.count -= n;
-        Some(taken)
+        Some(Carried {
+            queue: self.clone(),
+            latches,
+        })
     }
 
     /// For a sweep: every latch with `all`, else those of the groups no latch came to since
@@ -164,15 +167,27 @@ impl SpentQueue {
 /// Gives the latches of a carried `DEL` back unless [`Carried::done`]: a write cancelled or
 /// failed leaves them to the sweeper, never lingering for their PX.
 pub(crate) struct Carried {
-    pub(crate) queue: Arc<SpentQueue>,
-    pub(crate) latches: Vec<String>,
+    queue: Arc<SpentQueue>,
+    latches: Vec<String>,
 }
 
 impl Carried {
+    /// The `DEL` to send in the carrying write.
+    pub(crate) fn del(&self) -> redis::Cmd {
+        delete(&self.latches)
+    }
+
     /// The `DEL` ran: nothing to give back.
     pub(crate) fn done(mut self) {
         self.latches.clear();
     }
+}
+
+/// One `DEL` of `latches`.
+pub(crate) fn delete(latches: &[String]) -> redis::Cmd {
+    let mut del = redis::cmd("DEL");
+    del.arg(latches);
+    del
 }
 
 impl Drop for Carried {
@@ -191,29 +206,38 @@ mod tests {
 
     #[test]
     fn a_write_carries_its_groups_latches_once_enough_gathered() {
-        let queue = SpentQueue::new(true);
+        let queue = Arc::new(SpentQueue::new(true));
         for i in 0..CARRY_MIN - 1 {
             assert!(!queue.push(latch("a", i)));
         }
-        assert_eq!(queue.take_for("a"), None, "fewer than CARRY_MIN");
+        assert!(queue.take_for("a").is_none(), "fewer than CARRY_MIN");
         assert!(!queue.push(latch("a", 99)));
-        assert_eq!(queue.take_for("b"), None, "another slot's write");
+        assert!(queue.take_for("b").is_none(), "another slot's write");
         let taken = queue.take_for("a").expect("carried");
-        assert_eq!(taken.len(), CARRY_MIN);
+        assert_eq!(taken.latches.len(), CARRY_MIN);
         assert!(taken
+            .latches
             .iter()
             .all(|l| crate::names::cluster_slot(l) == crate::names::cluster_slot("a")));
+        taken.done();
         assert!(queue.is_empty());
     }
 
     #[test]
     fn a_carried_del_takes_at_most_a_del_of_latches() {
-        let queue = SpentQueue::new(false);
+        let queue = Arc::new(SpentQueue::new(false));
         for i in 0..LATCHES_PER_DEL + 5 {
             let _ = queue.push(latch(&format!("k{i}"), i));
         }
         // (One group off a cluster: any write carries any latch.)
-        assert_eq!(queue.take_for("other").unwrap().len(), LATCHES_PER_DEL);
+        let taken = queue.take_for("other").unwrap();
+        assert_eq!(taken.latches.len(), LATCHES_PER_DEL);
+        assert_eq!(
+            taken.del().args_iter().count(),
+            LATCHES_PER_DEL + 1,
+            "one DEL of them"
+        );
+        taken.done();
         assert_eq!(queue.len(), 5);
     }
 
@@ -240,11 +264,7 @@ mod tests {
         for i in 0..CARRY_MIN {
             let _ = queue.push(latch("a", i));
         }
-        let latches = queue.take_for("a").unwrap();
-        drop(Carried {
-            queue: queue.clone(),
-            latches,
-        });
+        drop(queue.take_for("a").unwrap());
         assert_eq!(queue.len(), CARRY_MIN);
         assert_eq!(
             queue.take_for_sweep(false).len(),
