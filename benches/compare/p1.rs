@@ -1,11 +1,11 @@
 //! P1, the uncontended lock + unlock, a repetition at a time over every implementation: the
-//! crate (prompt loss detection on and off), the floor, the crate over distinct keys, the wire
-//! (blocking and spinning), the crate and the wire over the Unix socket, and each Redisson
-//! version. Each repetition starts one step further on, and every other one runs in reverse
+//! crate with prompt loss detection on and off (in turns: [`p1_paired`]), on one key and over
+//! distinct keys, the floor, the wire (blocking and spinning), the crate and the wire over the
+//! Unix socket, and each Redisson version. Each repetition starts one step further on, and every other one runs in reverse
 //! ([`in_turn`]): no implementation always comes first, or always right after the JVM.
 
 use crate::java::Driven;
-use crate::scenarios::{p1, p1_distinct, UNWATCHED};
+use crate::scenarios::{p1, p1_paired, PAIRED, UNWATCHED};
 use crate::stats::Results;
 use crate::target::Target;
 use crate::{in_task, record_java, record_p1, wire, Plan, JAVA_REP_WARMUP_MS, JAVA_TIMEOUT};
@@ -15,8 +15,9 @@ use crate::{in_task, record_java, record_p1, wire, Plan, JAVA_REP_WARMUP_MS, JAV
 enum Step<'a> {
     /// The pairs on one key of a Rust implementation.
     Pairs(&'a str),
-    /// The crate's pairs over distinct keys, prompt loss detection on or off.
-    Distinct(&'static str),
+    /// The crate's pairs with prompt loss detection on and off in turns, on one key or over
+    /// distinct keys.
+    Paired { distinct: bool },
     /// The wire at the P1 key's node: blocking or spinning reads.
     Wire { spin: bool },
     /// The crate and the wire over the server's Unix socket.
@@ -44,9 +45,15 @@ pub(crate) fn run_p1(
     servers: &mut [(String, Driven)],
     results: &mut Results,
 ) {
-    let mut steps: Vec<Step> = with_watch.iter().map(|&imp| Step::Pairs(imp)).collect();
+    let paired = |imp: &str| crate_too && (imp == "crate" || imp == UNWATCHED);
+    let mut steps: Vec<Step> = (with_watch.iter().filter(|imp| !paired(imp)))
+        .map(|&imp| Step::Pairs(imp))
+        .collect();
     if crate_too {
-        steps.extend([Step::Distinct("crate"), Step::Distinct(UNWATCHED)]);
+        steps.extend([
+            Step::Paired { distinct: false },
+            Step::Paired { distinct: true },
+        ]);
     }
     steps.extend([Step::Wire { spin: false }, Step::Wire { spin: true }]);
     steps.extend(socket.map(Step::Unix));
@@ -59,9 +66,13 @@ pub(crate) fn run_p1(
                     let run = p1(imp.to_string(), target.clone(), warmup, iters);
                     record_p1(results, "p1", imp, in_task(rt, run));
                 }
-                Step::Distinct(imp) => {
-                    let run = p1_distinct(imp.to_string(), target.clone(), warmup, iters);
-                    record_p1(results, "p1d", imp, in_task(rt, run));
+                Step::Paired { distinct } => {
+                    let run = in_task(rt, p1_paired(target.clone(), warmup, iters, distinct));
+                    let prefix = if distinct { "p1d" } else { "p1" };
+                    record_p1(results, prefix, "crate", run.on);
+                    record_p1(results, prefix, UNWATCHED, run.off);
+                    results.add_all(&format!("{prefix}.p50_us"), PAIRED, &run.p50s);
+                    results.add_all(&format!("{prefix}.p99_us"), PAIRED, &run.p99s);
                 }
                 Step::Wire { spin } => {
                     // (`wire`: blocking reads; `wire-spin`: a non-blocking read in a loop.)

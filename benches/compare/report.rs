@@ -1,6 +1,6 @@
 //! The markdown table on stdout, and the targets judged on this run's medians.
 
-use crate::scenarios::{PLAIN, UNWATCHED};
+use crate::scenarios::{PAIRED, PAIRED_BLOCK, PLAIN, UNWATCHED};
 use crate::stats::{median, Results};
 use crate::target::Target;
 use crate::wire::Latched;
@@ -624,7 +624,13 @@ fn loss_cost(r: &Results) -> String {
         if out.is_empty() {
             out.push_str("\n| Loss told at once: its cost | on (default) | off | on ÷ off | target | spread on / off |\n| --- | --- | --- | --- | --- | --- |\n");
         }
-        let ratio = on / off;
+        // P1's latency rows: the on and off blocks ran in turns (`p1_paired`); each turn's
+        // ratio is the honest estimate (the machine's drift is in both of its blocks).
+        let paired = r.values.get(metric).and_then(|m| m.get(PAIRED));
+        let (ratio, paired) = match paired.and_then(|ratios| geometric_mean(ratios)) {
+            Some((mean, ci)) => (mean, Some((ci, paired.map_or(0, Vec::len)))),
+            None => (on / off, None),
+        };
         let shown = match ratio.is_finite() {
             true => format!("{ratio:.2}×"),
             false => "–".to_string(),
@@ -643,15 +649,38 @@ fn loss_cost(r: &Results) -> String {
         } else {
             "–".to_string()
         };
+        let turns = paired.map_or(String::new(), |(ci, n)| {
+            format!(" (± {:.1} %, {n} turns)", ci * 100.0)
+        });
         out.push_str(&format!(
-            "| {what} | {} | {} | {shown} | {target} | {} / {} |\n",
+            "| {what} | {} | {} | {shown}{turns} | {target} | {} / {} |\n",
             fmt_num(on),
             fmt_num(off),
             spread(r, metric, "crate"),
             spread(r, metric, UNWATCHED),
         ));
     }
+    if !out.is_empty() && r.values.values().any(|m| m.contains_key(PAIRED)) {
+        out.push_str(&format!("\nP1's latency rows ran on and off in turns of {PAIRED_BLOCK} pairs a side (the two blocks of a turn in alternating order): their on ÷ off is the geometric mean of the turns' ratios (a block's p99: its second slowest pair), ± its 95 % confidence interval. This machine's round trips switch between two modes (a P1 p50 near 50 µs or near 190 µs) many times within a repetition, so repetitions measured apart catch them unevenly (their spreads of 20-100 %); the two blocks of a turn, a few milliseconds apart, mostly meet the same one. The on and off columns are the medians of the repetitions, each side's blocks together.\n"));
+    }
     out
+}
+
+/// The geometric mean of `ratios` and the relative half-width of its 95 % confidence interval
+/// (over their logarithms); `None` for fewer than two.
+fn geometric_mean(ratios: &[f64]) -> Option<(f64, f64)> {
+    let logs: Vec<f64> = (ratios.iter())
+        .filter(|r| r.is_finite() && **r > 0.0)
+        .map(|r| r.ln())
+        .collect();
+    if logs.len() < 2 {
+        return None;
+    }
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let half = 1.96 * (var / n).sqrt();
+    Some((mean.exp(), half.exp() - 1.0))
 }
 
 /// The targets, judged on this run's medians.

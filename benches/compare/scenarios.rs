@@ -213,54 +213,143 @@ pub(crate) async fn p1_of(
     warmup: usize,
     iters: usize,
 ) -> (f64, f64, f64) {
-    p1_pairs(kind, imp, target, warmup, iters, false).await
+    p1_pairs(kind, imp, target, warmup, iters).await
 }
 
-/// [`p1`] over distinct keys, a new one for each pair (a lock taken once and never again,
-/// as a job's lock per item): `(p50, p99, client CPU per pair)`.
-pub(crate) async fn p1_distinct(
-    imp: String,
-    target: Target,
-    warmup: usize,
-    iters: usize,
-) -> (f64, f64, f64) {
-    p1_pairs("lock", imp, target, warmup, iters, true).await
-}
-
-/// `warmup` then `iters` timed lock+unlock pairs of `kind`, on one key or (`distinct`) a new
-/// lock on a new key for each pair (its making timed with it).
+/// `warmup` then `iters` timed lock+unlock pairs of `kind` on one key.
 async fn p1_pairs(
     kind: &'static str,
     imp: String,
     target: Target,
     warmup: usize,
     iters: usize,
-    distinct: bool,
 ) -> (f64, f64, f64) {
-    let setup = Setup::new(&imp, &target).await;
-    setup.prepare(kind, "bench:p1").await;
-    let wake = Arc::new(Notify::new());
-    let mut locker = setup.locker_of(kind, "bench:p1", 0, &wake);
-    let mut lat = Vec::with_capacity(iters);
-    let mut cpu0 = cpu_time();
-    for i in 0..warmup + iters {
-        if i == warmup {
-            cpu0 = cpu_time();
+    let mut side = Side::new(kind, &imp, &target, None).await;
+    side.pairs(warmup).await;
+    side.lat.clear();
+    side.cpu = Duration::ZERO;
+    side.pairs(iters).await;
+    side.close().await
+}
+
+/// The "implementation" under which [`p1_paired`]'s on ÷ off ratios are kept, one per turn.
+pub(crate) const PAIRED: &str = "on÷off";
+
+/// How many pairs each side of [`p1_paired`] runs before the other's turn.
+pub(crate) const PAIRED_BLOCK: usize = 100;
+
+/// P1 of the crate with prompt loss detection on and off ([`UNWATCHED`]), on one key or
+/// (`distinct`) a new lock on a new key for each pair (its making timed with it), in turns of
+/// [`PAIRED_BLOCK`] pairs, each turn's two blocks in alternating order: both sides meet the
+/// same moments of the machine (whose round trips drift between modes over seconds), and
+/// each pair of adjacent blocks gives one on ÷ off ratio of p50 and of p99.
+pub(crate) async fn p1_paired(
+    target: Target,
+    warmup: usize,
+    iters: usize,
+    distinct: bool,
+) -> Paired {
+    let mut sides = [
+        Side::new("lock", "crate", &target, distinct.then_some("on")).await,
+        Side::new("lock", UNWATCHED, &target, distinct.then_some("off")).await,
+    ];
+    for side in &mut sides {
+        side.pairs(warmup).await;
+        side.lat.clear();
+        side.cpu = Duration::ZERO;
+    }
+    let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+    for turn in 0..iters.div_ceil(PAIRED_BLOCK) {
+        let mut blocks = [(0.0, 0.0); 2];
+        for i in [turn % 2, 1 - turn % 2] {
+            let from = sides[i].lat.len();
+            sides[i].pairs(PAIRED_BLOCK).await;
+            blocks[i] = p50_p99_us(sides[i].lat[from..].to_vec());
         }
-        let t = Instant::now();
-        if distinct {
-            locker = setup.locker_of(kind, &format!("bench:p1d:{i}"), 0, &wake);
-        }
-        let g = locker.lock().await;
-        locker.unlock(g).await;
-        if i >= warmup {
-            lat.push(t.elapsed().as_nanos() as u64);
+        p50s.push(blocks[0].0 / blocks[1].0);
+        p99s.push(blocks[0].1 / blocks[1].1);
+    }
+    let [on, off] = sides;
+    Paired {
+        on: on.close().await,
+        off: off.close().await,
+        p50s,
+        p99s,
+    }
+}
+
+/// What [`p1_paired`] measured.
+pub(crate) struct Paired {
+    /// `(p50 µs, p99 µs, client CPU µs per pair)` of all the on blocks (loss detection on),
+    /// and of the off blocks.
+    pub(crate) on: (f64, f64, f64),
+    pub(crate) off: (f64, f64, f64),
+    /// On ÷ off of each turn's two blocks: p50, p99.
+    pub(crate) p50s: Vec<f64>,
+    pub(crate) p99s: Vec<f64>,
+}
+
+/// One client's P1 lock, and what its pairs took.
+struct Side {
+    setup: Setup,
+    kind: &'static str,
+    locker: Locker,
+    /// A new key for each pair, under `bench:p1d:{this}:`.
+    distinct: Option<&'static str>,
+    pairs: usize,
+    wake: Arc<Notify>,
+    lat: Vec<u64>,
+    cpu: Duration,
+}
+
+impl Side {
+    async fn new(
+        kind: &'static str,
+        imp: &str,
+        target: &Target,
+        distinct: Option<&'static str>,
+    ) -> Side {
+        let setup = Setup::new(imp, target).await;
+        setup.prepare(kind, "bench:p1").await;
+        let wake = Arc::new(Notify::new());
+        let locker = setup.locker_of(kind, "bench:p1", 0, &wake);
+        Side {
+            setup,
+            kind,
+            locker,
+            distinct,
+            pairs: 0,
+            wake,
+            lat: Vec::new(),
+            cpu: Duration::ZERO,
         }
     }
-    let cpu = (cpu_time() - cpu0).as_secs_f64() * 1e6 / iters as f64;
-    setup.close().await;
-    let (p50, p99) = p50_p99_us(lat);
-    (p50, p99, cpu)
+
+    /// `n` timed pairs; their latencies onto `lat`, their CPU onto `cpu`.
+    async fn pairs(&mut self, n: usize) {
+        self.lat.reserve(n);
+        let cpu0 = cpu_time();
+        for _ in 0..n {
+            let t = Instant::now();
+            if let Some(side) = self.distinct {
+                let key = format!("bench:p1d:{side}:{}", self.pairs);
+                self.locker = self.setup.locker_of(self.kind, &key, 0, &self.wake);
+            }
+            let held = self.locker.lock().await;
+            self.locker.unlock(held).await;
+            self.lat.push(t.elapsed().as_nanos() as u64);
+            self.pairs += 1;
+        }
+        self.cpu += cpu_time() - cpu0;
+    }
+
+    /// Closes the client: `(p50 µs, p99 µs, client CPU µs per pair)` of the timed pairs.
+    async fn close(self) -> (f64, f64, f64) {
+        let cpu = self.cpu.as_secs_f64() * 1e6 / self.lat.len() as f64;
+        self.setup.close().await;
+        let (p50, p99) = p50_p99_us(self.lat);
+        (p50, p99, cpu)
+    }
 }
 
 /// One round trip for reference: `PING` over a raw multiplexed connection, `(p50, p99)` in µs.

@@ -50,6 +50,17 @@ impl Results {
             .push(value);
     }
 
+    /// Adds many values of `metric` at once (printing how many, not each).
+    pub(crate) fn add_all(&mut self, metric: &str, imp: &str, values: &[f64]) {
+        eprintln!("  {metric:<28} {imp:<16} {} values", values.len());
+        self.values
+            .entry(metric.to_string())
+            .or_default()
+            .entry(imp.to_string())
+            .or_default()
+            .extend_from_slice(values);
+    }
+
     pub(crate) fn note(&mut self, metric: &str, imp: &str, note: impl Into<String>) {
         let note = note.into();
         eprintln!("  {metric:<28} {imp:<16} note: {note}");
