@@ -1,8 +1,9 @@
 //! P1, the uncontended lock + unlock, a repetition at a time over every implementation: the
 //! crate with prompt loss detection on and off (in turns: [`p1_paired`]), on one key and over
 //! distinct keys, the floor, the wire (blocking and spinning), the crate and the wire over the
-//! Unix socket, and each Redisson version. Each repetition starts one step further on, and every other one runs in reverse
-//! ([`in_turn`]): no implementation always comes first, or always right after the JVM.
+//! Unix socket, and each Redisson version. Each repetition starts one step further on, and
+//! every other one runs in reverse ([`in_turn`]): no implementation always comes first, or
+//! always right after the JVM.
 
 use crate::java::Driven;
 use crate::scenarios::{p1, p1_paired, PAIRED, UNWATCHED};

@@ -626,9 +626,10 @@ fn loss_cost(r: &Results) -> String {
         }
         // P1's latency rows: the on and off blocks ran in turns (`p1_paired`); each turn's
         // ratio is the honest estimate (the machine's drift is in both of its blocks).
-        let paired = r.values.get(metric).and_then(|m| m.get(PAIRED));
-        let (ratio, paired) = match paired.and_then(|ratios| geometric_mean(ratios)) {
-            Some((mean, ci)) => (mean, Some((ci, paired.map_or(0, Vec::len)))),
+        let ratios = r.values.get(metric).and_then(|m| m.get(PAIRED));
+        let paired = ratios.and_then(|ratios| Some((geometric_mean(ratios)?, ratios.len())));
+        let (ratio, paired) = match paired {
+            Some(((mean, ci), n)) => (mean, Some((ci, n))),
             None => (on / off, None),
         };
         let shown = match ratio.is_finite() {

@@ -225,9 +225,7 @@ async fn p1_pairs(
     iters: usize,
 ) -> (f64, f64, f64) {
     let mut side = Side::new(kind, &imp, &target, None).await;
-    side.pairs(warmup).await;
-    side.lat.clear();
-    side.cpu = Duration::ZERO;
+    side.warm_up(warmup).await;
     side.pairs(iters).await;
     side.close().await
 }
@@ -241,7 +239,8 @@ pub(crate) const PAIRED_BLOCK: usize = 100;
 /// P1 of the crate with prompt loss detection on and off ([`UNWATCHED`]), on one key or
 /// (`distinct`) a new lock on a new key for each pair (its making timed with it), in turns of
 /// [`PAIRED_BLOCK`] pairs, each turn's two blocks in alternating order: both sides meet the
-/// same moments of the machine (whose round trips drift between modes over seconds), and
+/// same moments of the machine (whose round trips switch between modes many times a
+/// repetition), and
 /// each pair of adjacent blocks gives one on ÷ off ratio of p50 and of p99.
 pub(crate) async fn p1_paired(
     target: Target,
@@ -254,9 +253,7 @@ pub(crate) async fn p1_paired(
         Side::new("lock", UNWATCHED, &target, distinct.then_some("off")).await,
     ];
     for side in &mut sides {
-        side.pairs(warmup).await;
-        side.lat.clear();
-        side.cpu = Duration::ZERO;
+        side.warm_up(warmup).await;
     }
     let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
     for turn in 0..iters.div_ceil(PAIRED_BLOCK) {
@@ -323,6 +320,13 @@ impl Side {
             lat: Vec::new(),
             cpu: Duration::ZERO,
         }
+    }
+
+    /// `n` pairs not counted: what was measured so far is forgotten.
+    async fn warm_up(&mut self, n: usize) {
+        self.pairs(n).await;
+        self.lat.clear();
+        self.cpu = Duration::ZERO;
     }
 
     /// `n` timed pairs; their latencies onto `lat`, their CPU onto `cpu`.

@@ -42,23 +42,19 @@ pub(crate) struct Results {
 impl Results {
     pub(crate) fn add(&mut self, metric: &str, imp: &str, value: f64) {
         eprintln!("  {metric:<28} {imp:<16} {value:.3}");
-        self.values
-            .entry(metric.to_string())
-            .or_default()
-            .entry(imp.to_string())
-            .or_default()
-            .push(value);
+        self.values_of(metric, imp).push(value);
     }
 
     /// Adds many values of `metric` at once (printing how many, not each).
     pub(crate) fn add_all(&mut self, metric: &str, imp: &str, values: &[f64]) {
         eprintln!("  {metric:<28} {imp:<16} {} values", values.len());
-        self.values
-            .entry(metric.to_string())
-            .or_default()
+        self.values_of(metric, imp).extend_from_slice(values);
+    }
+
+    fn values_of(&mut self, metric: &str, imp: &str) -> &mut Vec<f64> {
+        (self.values.entry(metric.to_string()).or_default())
             .entry(imp.to_string())
             .or_default()
-            .extend_from_slice(values);
     }
 
     pub(crate) fn note(&mut self, metric: &str, imp: &str, note: impl Into<String>) {
