@@ -60,7 +60,8 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
 use scenarios::{
-    p1_of, p2, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PLAIN, UNWATCHED,
+    p1_of, p2, p2_paired, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PAIRED, PLAIN,
+    UNWATCHED,
 };
 use stats::Results;
 use target::Target;
@@ -363,8 +364,10 @@ fn run(
             "P2: {} owners, distinct keys, {:?} x {} reps",
             plan.p2_owners, plan.p2_secs, plan.reps
         );
+        // The crate with loss detection on and off runs in turns (`p2_paired`), as P1 does.
+        let paired = |imp: &str| imp == "crate" || imp == UNWATCHED;
         for _ in 0..plan.reps {
-            for &imp in &with_watch {
+            for &imp in with_watch.iter().filter(|imp| !paired(imp)) {
                 let (ops, cpu) = rt.block_on(p2(
                     imp,
                     target,
@@ -374,6 +377,20 @@ fn run(
                 ));
                 results.add("p2.ops", imp, ops);
                 results.add("p2.cpu_us", imp, cpu);
+                target.flushall();
+            }
+            if rust.contains(&"crate") {
+                let run = rt.block_on(p2_paired(
+                    target,
+                    plan.p2_owners,
+                    plan.p2_warmup,
+                    plan.p2_secs,
+                ));
+                for (imp, (ops, cpu)) in [("crate", run.on), (UNWATCHED, run.off)] {
+                    results.add("p2.ops", imp, ops);
+                    results.add("p2.cpu_us", imp, cpu);
+                }
+                results.add_all("p2.ops", PAIRED, &run.ratios);
                 target.flushall();
             }
             for (imp, server) in &mut servers {

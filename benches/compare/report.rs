@@ -1,6 +1,6 @@
 //! The markdown table on stdout, and the targets judged on this run's medians.
 
-use crate::scenarios::{PAIRED, PAIRED_BLOCK, PLAIN, UNWATCHED};
+use crate::scenarios::{P2_PAIRED_WINDOW, PAIRED, PAIRED_BLOCK, PLAIN, UNWATCHED};
 use crate::stats::{median, Results};
 use crate::target::Target;
 use crate::wire::Latched;
@@ -624,8 +624,8 @@ fn loss_cost(r: &Results) -> String {
         if out.is_empty() {
             out.push_str("\n| Loss told at once: its cost | on (default) | off | on ÷ off | target | spread on / off |\n| --- | --- | --- | --- | --- | --- |\n");
         }
-        // P1's latency rows: the on and off blocks ran in turns (`p1_paired`); each turn's
-        // ratio is the honest estimate (the machine's drift is in both of its blocks).
+        // P1's latency rows and P2: on and off ran in turns (`p1_paired`, `p2_paired`); each
+        // turn's ratio is the honest estimate (the machine's drift is in both of its halves).
         let ratios = r.values.get(metric).and_then(|m| m.get(PAIRED));
         let paired = ratios.and_then(|ratios| Some((geometric_mean(ratios)?, ratios.len())));
         let (ratio, paired) = match paired {
@@ -662,7 +662,7 @@ fn loss_cost(r: &Results) -> String {
         ));
     }
     if !out.is_empty() && r.values.values().any(|m| m.contains_key(PAIRED)) {
-        out.push_str(&format!("\nP1's latency rows ran on and off in turns of {PAIRED_BLOCK} pairs a side (the two blocks of a turn in alternating order): their on ÷ off is the geometric mean of the turns' ratios (a block's p99: its second slowest pair), ± its 95 % confidence interval. This machine's round trips switch between two modes (a P1 p50 near 50 µs or near 190 µs) many times within a repetition, so repetitions measured apart catch them unevenly (their spreads of 20-100 %); the two blocks of a turn, a few milliseconds apart, mostly meet the same one. The on and off columns are the medians of the repetitions, each side's blocks together.\n"));
+        out.push_str(&format!("\nP1's latency rows ran on and off in turns of {PAIRED_BLOCK} pairs a side, P2 in turns of {} ms a side (the two halves of a turn in alternating order): their on ÷ off is the geometric mean of the turns' ratios (a block's p99: its second slowest pair), ± its 95 % confidence interval. This machine's round trips switch between two modes (a P1 p50 near 50 µs or near 190 µs) many times within a repetition, so repetitions measured apart catch them unevenly (their spreads of 20-100 %); the two halves of a turn, moments apart, mostly meet the same one. The on and off columns are the medians of the repetitions, each side's turns together.\n", P2_PAIRED_WINDOW.as_millis()));
     }
     out
 }

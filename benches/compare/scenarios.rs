@@ -383,36 +383,114 @@ pub(crate) async fn p2(
 ) -> (f64, f64) {
     let setup = Setup::new(imp, target).await;
     let wake = Arc::new(Notify::new());
-    let mut rate = 0.0;
-    let mut cpu_per_pair = 0.0;
-    for (measured, length) in [(false, warmup), (true, secs)] {
-        let cpu0 = cpu_time();
-        let start = Instant::now();
-        let deadline = start + length;
-        let mut tasks = Vec::new();
-        for i in 0..owners {
-            let mut locker = setup.locker(&format!("bench:p2:{i}"), i, &wake);
-            tasks.push(tokio::spawn(async move {
-                let mut pairs = 0u64;
-                while Instant::now() < deadline {
-                    let g = locker.lock().await;
-                    locker.unlock(g).await;
-                    pairs += 1;
-                }
-                pairs
-            }));
-        }
-        let mut pairs = 0;
-        for t in tasks {
-            pairs += t.await.unwrap();
-        }
-        if measured {
-            rate = pairs as f64 / start.elapsed().as_secs_f64();
-            cpu_per_pair = (cpu_time() - cpu0).as_secs_f64() * 1e6 / pairs as f64;
-        }
-    }
+    p2_window(&setup, owners, warmup, &wake).await;
+    let window = p2_window(&setup, owners, secs, &wake).await;
     setup.close().await;
-    (rate, cpu_per_pair)
+    window.rate_and_cpu()
+}
+
+/// How long each side of [`p2_paired`] runs before the other's turn.
+pub(crate) const P2_PAIRED_WINDOW: Duration = Duration::from_millis(250);
+
+/// P2 of the crate with prompt loss detection on and off ([`UNWATCHED`]), in turns of
+/// [`P2_PAIRED_WINDOW`] a side (`secs` a side in all), each turn's two windows in alternating
+/// order (on the same keys: the two never run at once): as [`p1_paired`], both sides meet the
+/// same moments of the machine, and each turn gives one on ÷ off ratio of pairs/s.
+pub(crate) async fn p2_paired(
+    target: &Target,
+    owners: usize,
+    warmup: Duration,
+    secs: Duration,
+) -> PairedP2 {
+    let sides = [
+        Setup::new("crate", target).await,
+        Setup::new(UNWATCHED, target).await,
+    ];
+    let wake = Arc::new(Notify::new());
+    for setup in &sides {
+        p2_window(setup, owners, warmup, &wake).await;
+    }
+    let mut totals = [P2Window::default(), P2Window::default()];
+    let mut ratios = Vec::new();
+    let turns = (secs.as_millis() / P2_PAIRED_WINDOW.as_millis()).max(1) as usize;
+    for turn in 0..turns {
+        let mut rates = [0.0; 2];
+        for i in [turn % 2, 1 - turn % 2] {
+            let window = p2_window(&sides[i], owners, P2_PAIRED_WINDOW, &wake).await;
+            rates[i] = window.rate_and_cpu().0;
+            totals[i].add(&window);
+        }
+        ratios.push(rates[0] / rates[1]);
+    }
+    for setup in sides {
+        setup.close().await;
+    }
+    let [on, off] = totals.map(|t| t.rate_and_cpu());
+    PairedP2 { on, off, ratios }
+}
+
+/// What [`p2_paired`] measured.
+pub(crate) struct PairedP2 {
+    /// `(pairs/s, client CPU µs per pair)` over all the on windows, and over the off ones.
+    pub(crate) on: (f64, f64),
+    pub(crate) off: (f64, f64),
+    /// On ÷ off pairs/s of each turn's two windows.
+    pub(crate) ratios: Vec<f64>,
+}
+
+/// The pairs one P2 window made, in how long, for how much client CPU.
+#[derive(Default)]
+struct P2Window {
+    pairs: u64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+impl P2Window {
+    fn add(&mut self, other: &P2Window) {
+        self.pairs += other.pairs;
+        self.elapsed += other.elapsed;
+        self.cpu += other.cpu;
+    }
+
+    /// `(pairs/s, client CPU µs per pair)`.
+    fn rate_and_cpu(&self) -> (f64, f64) {
+        let pairs = self.pairs as f64;
+        (
+            pairs / self.elapsed.as_secs_f64(),
+            self.cpu.as_secs_f64() * 1e6 / pairs,
+        )
+    }
+}
+
+/// `owners` tasks of `setup`'s client, each locking and unlocking a key of its own
+/// (`bench:p2:<i>`) until `length` has passed.
+async fn p2_window(setup: &Setup, owners: usize, length: Duration, wake: &Arc<Notify>) -> P2Window {
+    let cpu0 = cpu_time();
+    let start = Instant::now();
+    let deadline = start + length;
+    let mut tasks = Vec::new();
+    for i in 0..owners {
+        let mut locker = setup.locker(&format!("bench:p2:{i}"), i, wake);
+        tasks.push(tokio::spawn(async move {
+            let mut pairs = 0u64;
+            while Instant::now() < deadline {
+                let g = locker.lock().await;
+                locker.unlock(g).await;
+                pairs += 1;
+            }
+            pairs
+        }));
+    }
+    let mut pairs = 0;
+    for t in tasks {
+        pairs += t.await.unwrap();
+    }
+    P2Window {
+        pairs,
+        elapsed: start.elapsed(),
+        cpu: cpu_time() - cpu0,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
