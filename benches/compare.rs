@@ -60,8 +60,8 @@ use java::{java_command, run_java, Driven, Java};
 use p4::{p4_child, run_p4};
 use report::table;
 use scenarios::{
-    p1_of, p2, p2_paired, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PAIRED, PLAIN,
-    UNWATCHED,
+    in_turns, p1_of, p2, p2_paired, p3, p3_of, record_p3, round_trip, P3Rep, KINDS, P3_KEY, PAIRED,
+    PLAIN, UNWATCHED,
 };
 use stats::Results;
 use target::Target;
@@ -337,16 +337,17 @@ fn run(
         std::thread::sleep(JVM_SETTLE);
     }
 
-    // P1 and P2 also run the crate with prompt loss detection off: what it costs.
+    // P1 and P2 also run the crate with prompt loss detection off: what it costs (the two in
+    // turns: `in_turns`).
+    let crate_too = rust.contains(&"crate");
     let with_watch: Vec<&str> = (rust.iter().copied())
-        .chain(rust.contains(&"crate").then_some(UNWATCHED))
+        .chain(crate_too.then_some(UNWATCHED))
         .collect();
     if wants("p1") {
         eprintln!(
             "P1: uncontended lock+unlock ({} pairs x {} reps, in turn)",
             plan.p1_iters, plan.reps
         );
-        let crate_too = rust.contains(&"crate");
         p1::run_p1(
             plan,
             rt,
@@ -364,10 +365,8 @@ fn run(
             "P2: {} owners, distinct keys, {:?} x {} reps",
             plan.p2_owners, plan.p2_secs, plan.reps
         );
-        // The crate with loss detection on and off runs in turns (`p2_paired`), as P1 does.
-        let paired = |imp: &str| imp == "crate" || imp == UNWATCHED;
         for _ in 0..plan.reps {
-            for &imp in with_watch.iter().filter(|imp| !paired(imp)) {
+            for &imp in with_watch.iter().filter(|imp| !in_turns(imp)) {
                 let (ops, cpu) = rt.block_on(p2(
                     imp,
                     target,
@@ -379,7 +378,7 @@ fn run(
                 results.add("p2.cpu_us", imp, cpu);
                 target.flushall();
             }
-            if rust.contains(&"crate") {
+            if crate_too {
                 let run = rt.block_on(p2_paired(
                     target,
                     plan.p2_owners,

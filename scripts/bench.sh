@@ -385,9 +385,9 @@ ${results%$'\n\n'}
   **alternate every implementation repetition by repetition** (crate, floor, each Redisson, then
   again), with both JVMs alive and idle while the others run, so a slow drift of the shared
   machine hits all alike (the crate with loss detection on and off is one step of it, the two
-  in turns within: P1 in blocks of 100 pairs, P2 in windows of 250 ms); P3 alternates crate and floor, then runs each Redisson with no other
-  client connected (its command counts would include their pings). P3 runs crate, crate with
-  hand-off off, and floor in turn.
+  in turns within: P1 in blocks of 100 pairs, P2 in windows of 250 ms); P3 alternates crate
+  and floor, then runs each Redisson with no other client connected (its command counts would
+  include their pings). P3 runs crate, crate with hand-off off, and floor in turn.
 - Every client has TCP_NODELAY on (the crate and the floor set it, Netty does by default).
 - **P1**: one owner, \`lock\` + \`unlock\` on one key, sequentially; latency of the pair. The
   Rust loop runs in a task on the runtime's 2 workers (tokio, multi-thread), as application code

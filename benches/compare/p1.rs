@@ -6,7 +6,7 @@
 //! always right after the JVM.
 
 use crate::java::Driven;
-use crate::scenarios::{p1, p1_paired, PAIRED, UNWATCHED};
+use crate::scenarios::{in_turns, p1, p1_paired, PAIRED, UNWATCHED};
 use crate::stats::Results;
 use crate::target::Target;
 use crate::{in_task, record_java, record_p1, wire, Plan, JAVA_REP_WARMUP_MS, JAVA_TIMEOUT};
@@ -46,8 +46,7 @@ pub(crate) fn run_p1(
     servers: &mut [(String, Driven)],
     results: &mut Results,
 ) {
-    let paired = |imp: &str| crate_too && (imp == "crate" || imp == UNWATCHED);
-    let mut steps: Vec<Step> = (with_watch.iter().filter(|imp| !paired(imp)))
+    let mut steps: Vec<Step> = (with_watch.iter().filter(|imp| !in_turns(imp)))
         .map(|&imp| Step::Pairs(imp))
         .collect();
     if crate_too {

@@ -230,6 +230,12 @@ async fn p1_pairs(
     side.close().await
 }
 
+/// Whether P1 and P2 run `imp` in turns with its twin ([`p1_paired`], [`p2_paired`]) rather
+/// than alone: the crate with prompt loss detection on and off ([`UNWATCHED`]).
+pub(crate) fn in_turns(imp: &str) -> bool {
+    imp == "crate" || imp == UNWATCHED
+}
+
 /// The "implementation" under which [`p1_paired`]'s on ÷ off ratios are kept, one per turn.
 pub(crate) const PAIRED: &str = "on÷off";
 
@@ -240,8 +246,7 @@ pub(crate) const PAIRED_BLOCK: usize = 100;
 /// (`distinct`) a new lock on a new key for each pair (its making timed with it), in turns of
 /// [`PAIRED_BLOCK`] pairs, each turn's two blocks in alternating order: both sides meet the
 /// same moments of the machine (whose round trips switch between modes many times a
-/// repetition), and
-/// each pair of adjacent blocks gives one on ÷ off ratio of p50 and of p99.
+/// repetition), and each pair of adjacent blocks gives one on ÷ off ratio of p50 and of p99.
 pub(crate) async fn p1_paired(
     target: Target,
     warmup: usize,
